@@ -1,0 +1,1 @@
+"""presk: an MLIR-style tensor compiler on xDSL."""

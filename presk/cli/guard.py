@@ -1,0 +1,60 @@
+"""The outermost layer of every presk command: no traceback reaches a user.
+
+A `PreskError` is the user's problem and is printed as a diagnostic (exit
+1); anything else is presk's problem and is reported as an internal error
+(exit 70, EX_SOFTWARE) with the traceback only when `PRESK_DEBUG=1`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+
+from presk.diagnostics import PreskError
+
+EXIT_ERROR = 1
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+
+
+def run_guarded(body: Callable[[], int]) -> int:
+    """Run a command's body and turn every way it can fail into an exit code."""
+    try:
+        return body()
+    except PreskError as error:
+        _report(error.format())
+        return EXIT_ERROR
+    except SystemExit:  # argparse's usage errors and --help: already reported
+        raise
+    except KeyboardInterrupt:
+        _report("presk: interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `presk-opt f.mlir | head`: the reader went away
+        _silence_stdout()
+        return EXIT_ERROR
+    except BaseException as error:  # noqa: BLE001 - xDSL raises BaseExceptions too
+        if os.environ.get("PRESK_DEBUG") == "1":
+            traceback.print_exc()
+        _report(
+            f"presk: internal error: {type(error).__name__}: {error}\n"
+            "presk: note: this is a bug in presk or a plugin; rerun with PRESK_DEBUG=1 for a traceback"
+        )
+        return EXIT_INTERNAL
+
+
+def _report(text: str) -> None:
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        _silence_stdout()
+    print(text, file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file (e.g. captured in tests)
+        pass

@@ -1,0 +1,47 @@
+"""`presk`: the user-facing command (run, dump, ...); subcommands register here.
+
+Each subcommand lives in its own module with `add_parser(subparsers)`,
+which registers its arguments and handler; this module only dispatches, and
+the guard turns every failure into a diagnostic and an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from presk.cli import dump, run
+from presk.cli.guard import run_guarded
+
+SUBCOMMANDS = (run, dump)
+
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `presk` argument parser; each subcommand adds a subparser to `commands`."""
+    parser = argparse.ArgumentParser(prog="presk", description="presk: a tensor compiler for PSK-Core programs")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for command in SUBCOMMANDS:
+        command.add_parser(subparsers)
+    return parser
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if args.command is None or handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    return int(handler(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `presk` console script."""
+    return run_guarded(lambda: _run(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""`presk run`: run an entry function on the reference interpreter and show its outputs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import mpmath
+import numpy as np
+from xdsl.ir import Attribute
+
+from presk.cli.program import add_size_arguments, load_program
+from presk.diagnostics import PreskError
+from presk.dialects.psk_core_types import describe
+from presk.interp.inputs import check_inputs, load_inputs, make_inputs
+from presk.interp.reference import find_entry, run_entry
+from presk.interp.values import leaf_items
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="run a function on the reference interpreter")
+    p.add_argument("file", help="a PSK-Core program (.mlir)")
+    p.add_argument("--entry", required=True, help="the function to run, e.g. loss")
+    add_size_arguments(p)
+    p.add_argument("--inputs", metavar="IN.npz", help="arguments by name (record fields joined by '.')")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
+    p.add_argument("--bits", type=int, metavar="N", help="compute with mpmath at N bits instead of numpy f64")
+    p.add_argument("--output", metavar="OUT.npz", help="save every output leaf (as f64) to this file")
+    p.add_argument("--print-values", action="store_true", help="print every value, not only a summary")
+    p.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except PreskError as error:
+        raise error.located(args.file) from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.bits is not None and not 8 <= args.bits <= 100_000:
+        raise PreskError("E4001", f"--bits {args.bits}: choose a precision between 8 and 100000 bits")
+    program = load_program(args.file, args.dim, args.const)
+    module, env = program.parsed.module, program.env
+    func = find_entry(module, args.entry)
+    if args.inputs:
+        inputs = load_inputs(args.inputs, func, env)
+    else:
+        inputs = make_inputs(func, env, args.seed)
+        check_inputs(func, inputs, env)
+    outputs = run_entry(module, args.entry, inputs, env, bits=args.bits)
+    arithmetic = "numpy f64" if args.bits is None else f"mpmath, {args.bits} bits"
+    print(f"@{args.entry} ({arithmetic}):")
+    digits = 17 if args.bits is None else max(17, int(args.bits * 0.30103) + 1)
+    for i, (value, t) in enumerate(zip(outputs, func.function_type.outputs.data)):
+        print_output(f"result {i}", value, t, digits, args.print_values)
+    if args.output:
+        save_outputs(args.output, outputs)
+        print(f"saved to {args.output}")
+    return 0
+
+
+def print_output(label: str, value: Any, t: Attribute, digits: int, full: bool) -> None:
+    print(f"  {label}: {describe(t)}")
+    for path, leaf in leaf_items(value):
+        name = f"    {path}: " if path else "    "
+        if np.ndim(leaf) == 0:
+            print(f"{name}{_number(leaf, digits)}")
+            continue
+        a = np.asarray(leaf)
+        f = a.astype(np.float64)
+        print(
+            f"{name}shape {tuple(a.shape)}  min {f.min():.6g}  max {f.max():.6g}  "
+            f"mean {f.mean():.6g}  l2 {np.sqrt((f * f).sum()):.6g}"
+        )
+        if full:
+            with np.printoptions(precision=digits, threshold=sys.maxsize, linewidth=120):
+                print(f if a.dtype == object else a)
+
+
+def _number(x: Any, digits: int) -> str:
+    if isinstance(x, mpmath.mpf):
+        return mpmath.nstr(x, digits)
+    return repr(float(x))
+
+
+def save_outputs(path: str, outputs: list[Any]) -> None:
+    arrays = {
+        (f"result{i}.{p}" if p else f"result{i}"): np.asarray(leaf).astype(
+            np.int64 if np.asarray(leaf).dtype.kind == "i" else np.float64
+        )
+        for i, value in enumerate(outputs)
+        for p, leaf in leaf_items(value)
+    }
+    try:
+        np.savez(path, **arrays)
+    except OSError as e:
+        raise PreskError("E0001", f"cannot write {path}: {e}") from None

@@ -1,0 +1,135 @@
+"""Inputs of an entry function: generated from a seed, or read from `.npz`, and always checked.
+
+Keys of an `.npz` are argument names with record fields and tuple indices
+joined by dots (`params.blocks.ln1.g`), the same keys `--output` writes.
+An argument attribute `{psk_core.init = "positive"}` asks for values in
+[0.5, 1.5) (for example AdamW's second moment, which a square root reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute
+
+from presk.diagnostics import PreskError
+from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, Size, TensorType, TupleType, describe
+
+INIT_ATTR = "psk_core.init"
+INITS = ("normal", "positive", "zeros", "ones")
+
+
+def argument_names(func: FuncOp) -> list[str]:
+    block = func.body.blocks.first
+    args = block.args if block is not None else ()
+    return [a.name_hint or f"arg{i}" for i, a in enumerate(args)] or [
+        f"arg{i}" for i in range(len(func.function_type.inputs))
+    ]
+
+
+def _init_of(func: FuncOp, i: int) -> str:
+    attrs = func.arg_attrs.data[i].data if func.arg_attrs is not None else {}
+    init = attrs.get(INIT_ATTR)
+    if init is None:
+        return "normal"
+    if not isinstance(init, StringAttr) or init.data not in INITS:
+        raise PreskError("E4003", f"argument {i} of @{func.sym_name.data}: {INIT_ATTR} is one of {', '.join(INITS)}")
+    return init.data
+
+
+def bound_shape(t: TensorType | IndexTensorType, env: Mapping[str, int], where: str) -> tuple[int, ...]:
+    return tuple(bind(s, env, where) for s in t.sizes)
+
+
+def bind(size: Size, env: Mapping[str, int], where: str) -> int:
+    if isinstance(size, int):
+        return size
+    if size not in env:
+        raise PreskError("E4002", f"{where}: size '{size}' is not bound; pass --dim {size}=N")
+    return env[size]
+
+
+def make_inputs(func: FuncOp, env: Mapping[str, int], seed: int = 0) -> list[Any]:
+    """Random inputs for every argument, reproducible from `seed`."""
+    rng = np.random.default_rng(seed)
+    names = argument_names(func)
+    return [
+        _generate(t, env, rng, _init_of(func, i), names[i])
+        for i, t in enumerate(func.function_type.inputs.data)
+    ]
+
+
+def _generate(t: Attribute, env: Mapping[str, int], rng: np.random.Generator, init: str, path: str) -> Any:
+    if isinstance(t, RecordType):
+        return {n: _generate(ft, env, rng, init, f"{path}.{n}") for n, ft in t.fields}
+    if isinstance(t, TupleType):
+        return tuple(_generate(et, env, rng, init, f"{path}.{i}") for i, et in enumerate(t.element_types.data))
+    if isinstance(t, IndexTensorType):
+        return rng.integers(0, bind(t.range, env, path), size=bound_shape(t, env, path), dtype=np.int64)
+    shape = bound_shape(t, env, path) if isinstance(t, TensorType) else ()
+    if init == "zeros":
+        data = np.zeros(shape)
+    elif init == "ones":
+        data = np.ones(shape)
+    elif init == "positive":
+        data = rng.uniform(0.5, 1.5, size=shape)
+    else:
+        data = rng.standard_normal(size=shape)
+    return float(data) if isinstance(t, RealType) else data
+
+
+def load_inputs(path: str, func: FuncOp, env: Mapping[str, int]) -> list[Any]:
+    """Read an entry's arguments from an `.npz`, checking every key, shape and index range."""
+    try:
+        archive = dict(np.load(path))
+    except (OSError, ValueError) as e:
+        raise PreskError("E4003", f"cannot read inputs '{path}': {e}") from None
+    names = argument_names(func)
+    values = [_collect(archive, t, name) for t, name in zip(func.function_type.inputs.data, names)]
+    if archive:
+        raise PreskError("E4003", f"{path}: keys {', '.join(sorted(archive))} match no argument of @{func.sym_name.data}")
+    check_inputs(func, values, env)
+    return values
+
+
+def _collect(archive: dict[str, np.ndarray], t: Attribute, key: str) -> Any:
+    if isinstance(t, RecordType):
+        return {n: _collect(archive, ft, f"{key}.{n}") for n, ft in t.fields}
+    if isinstance(t, TupleType):
+        return tuple(_collect(archive, et, f"{key}.{i}") for i, et in enumerate(t.element_types.data))
+    if key not in archive:
+        raise PreskError("E4003", f"inputs have no array '{key}' ({describe(t)})")
+    return archive.pop(key)
+
+
+def check_inputs(func: FuncOp, values: Sequence[Any], env: Mapping[str, int]) -> None:
+    """Every argument's shape matches its bound type and every index is in range."""
+    names = argument_names(func)
+    for t, v, name in zip(func.function_type.inputs.data, values, names):
+        _check(t, v, env, name)
+
+
+def _check(t: Attribute, v: Any, env: Mapping[str, int], path: str) -> None:
+    if isinstance(t, RecordType):
+        for n, ft in t.fields:
+            _check(ft, v[n], env, f"{path}.{n}")
+    elif isinstance(t, TupleType):
+        for i, et in enumerate(t.element_types.data):
+            _check(et, v[i], env, f"{path}.{i}")
+    elif isinstance(t, RealType):
+        if np.ndim(v) != 0:
+            raise PreskError("E4003", f"input '{path}' is a real, got an array of shape {np.shape(v)}")
+    else:
+        assert isinstance(t, TensorType | IndexTensorType)
+        want = bound_shape(t, env, path)
+        if np.shape(v) != want:
+            raise PreskError("E4003", f"input '{path}' ({describe(t)}) must have shape {want}, got {np.shape(v)}")
+        if isinstance(t, IndexTensorType):
+            bound = bind(t.range, env, path)
+            a = np.asarray(v)
+            if not np.issubdtype(a.dtype, np.integer) or (a.size and (a.min() < 0 or a.max() >= bound)):
+                raise PreskError("E4003", f"input '{path}' holds indices in [0, {bound}); got values outside it")

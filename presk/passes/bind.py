@@ -1,0 +1,63 @@
+"""`psk-bind`: specialise symbolic sizes to integers.
+
+`psk-bind{dims="B=2,T=8" consts="D=64"}` binds the listed dimension
+variables and every compile-time constant (its declared value, or the one
+given in `consts`), rewrites every type of the module with those integers,
+and removes the `psk_core.const_dim` declarations it has used up. Dimension
+variables not listed stay symbolic, so a program can be bound in stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.ir import Attribute
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriteWalker, TypeConversionPattern
+
+from presk import sizes
+from presk.dialects.psk_core import ConstDimOp
+from presk.dialects.psk_core_types import PSKType, Size, map_type
+
+
+class BindSizesInTypes(TypeConversionPattern):
+    """Replace every bound size name in PSK-Core types (and function signatures) by its integer."""
+
+    def __init__(self, env: dict[str, int]) -> None:
+        super().__init__()
+        self.env = env
+
+    def bind(self, size: Size) -> Size:
+        return self.env.get(size, size) if isinstance(size, str) else size
+
+    def convert_type(self, typ: Attribute, /) -> Attribute | None:
+        if isinstance(typ, FunctionType):
+            inputs = [self.convert_type(t) or t for t in typ.inputs.data]
+            outputs = [self.convert_type(t) or t for t in typ.outputs.data]
+            return FunctionType.from_lists(inputs, outputs)
+        if isinstance(typ, PSKType):
+            return map_type(typ, self.bind)
+        return None
+
+
+@dataclass(frozen=True)
+class BindSizes(ModulePass):
+    """Specialise dimension variables and constants to integers."""
+
+    name = "psk-bind"
+
+    dims: str = ""
+    """Dimension variables to bind, `B=2,T=8`."""
+    consts: str = ""
+    """Overrides of declared constants, `D=64`; every constant is bound either way."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        dims = sizes.parse_bindings([self.dims], "dims")
+        consts = sizes.parse_bindings([self.consts], "consts")
+        env = sizes.resolve(op, consts, dims, flags=("consts", "dims"))
+        PatternRewriteWalker(BindSizesInTypes(env), apply_recursively=False).rewrite_module(op)
+        for decl in [d for d in op.walk() if isinstance(d, ConstDimOp)]:
+            decl.detach()
+            decl.erase()

@@ -1,0 +1,144 @@
+"""Binding symbolic axis sizes: compile-time constants and run-time dimension variables.
+
+A module declares constants with `psk_core.const_dim`; any other name in a
+type is a dimension variable, bound by `--dim` (or `psk-bind`). This module
+turns the declarations and the user's bindings into one environment
+`name -> int`, refusing what cannot be bound with an E4001/E4002 error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Attribute
+
+from presk.diagnostics import PreskError
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|([*/]))")
+
+
+def parse_size_expr(text: str) -> list[str | int]:
+    """`"D / H"` → [`D`, `/`, `H`]: names and integers joined by `*` and `/`, left to right."""
+    tokens: list[str | int] = []
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise ValueError(f"size expression '{text}': unexpected '{text[pos:].strip()[:1]}'")
+        number, name, op = m.groups()
+        expect_operand = len(tokens) % 2 == 0
+        if (op is not None) == expect_operand:
+            raise ValueError(f"size expression '{text}': expected {'a name or integer' if expect_operand else '* or /'}")
+        tokens.append(int(number) if number is not None else (name or op))
+        pos = m.end()
+    if not tokens or len(tokens) % 2 == 0:
+        raise ValueError(f"size expression '{text}' is incomplete")
+    return tokens
+
+
+def evaluate(tokens: list[str | int], env: Mapping[str, int], what: str) -> int:
+    value = _operand(tokens[0], env, what)
+    for op, operand in zip(tokens[1::2], tokens[2::2]):
+        rhs = _operand(operand, env, what)
+        if op == "*":
+            value *= rhs
+        elif value % rhs:
+            raise PreskError("E4002", f"{what} = {value} / {rhs} does not divide exactly")
+        else:
+            value //= rhs
+    return value
+
+
+def _operand(token: str | int, env: Mapping[str, int], what: str) -> int:
+    if isinstance(token, int):
+        return token
+    if token not in env:
+        raise PreskError("E4002", f"{what} uses '{token}', which is not bound")
+    return env[token]
+
+
+def parse_bindings(items: Iterable[str], flag: str) -> dict[str, int]:
+    """Parse `NAME=INT` items (from `--dim B=2` or `dims="B=2,T=8"`)."""
+    out: dict[str, int] = {}
+    for item in items:
+        for part in filter(None, (p.strip() for p in item.split(","))):
+            name, eq, value = part.partition("=")
+            name, value = name.strip(), value.strip()
+            if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or not re.fullmatch(r"\d+", value):
+                raise PreskError("E4001", f"{flag} '{part}': expected NAME=POSITIVE_INTEGER, e.g. {flag} B=2")
+            if int(value) <= 0:
+                raise PreskError("E4001", f"{flag} '{part}': sizes are positive")
+            out[name] = int(value)
+    return out
+
+
+def declared_constants(module: ModuleOp) -> dict[str, int | str]:
+    from presk.dialects.psk_core import ConstDimOp
+
+    return {op.sym_name.data: op.size for op in module.walk() if isinstance(op, ConstDimOp)}
+
+
+def size_names(types: Iterable[Attribute]) -> set[str]:
+    """Every symbolic size named in these types."""
+    from presk.dialects.psk_core_types import map_type
+
+    names: set[str] = set()
+
+    def visit(size: int | str) -> int | str:
+        if isinstance(size, str):
+            names.add(size)
+        return size
+
+    for t in types:
+        map_type(t, visit)
+    return names
+
+
+def resolve(
+    module: ModuleOp,
+    consts: Mapping[str, int] | None = None,
+    dims: Mapping[str, int] | None = None,
+    flags: tuple[str, str] = ("--const", "--dim"),
+) -> dict[str, int]:
+    """One environment for the whole module: constants (declared, overridden by `consts`) and dims.
+
+    Refuses a `consts` entry that names no declared constant and a `dims`
+    entry that names a declared constant, since either is a typo that would
+    otherwise be silently ignored.
+    """
+    consts, dims = dict(consts or {}), dict(dims or {})
+    const_flag, dim_flag = flags
+    declared = declared_constants(module)
+    for name in consts:
+        if name not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise PreskError("E4001", f"{const_flag} {name}: no constant of that name is declared (declared: {known})")
+    for name in dims:
+        if name in declared:
+            raise PreskError(
+                "E4001", f"{dim_flag} {name}: '{name}' is a constant of the program; use {const_flag} {name}=..."
+            )
+    env: dict[str, int] = dict(dims)
+    pending = dict(declared)
+    for name, value in consts.items():
+        env[name] = value
+        pending.pop(name)
+    for name, value in list(pending.items()):
+        if isinstance(value, int):
+            env[name] = value
+            pending.pop(name)
+    # Expressions may refer to each other in any order: evaluate until fixed.
+    while pending:
+        progressed = False
+        for name, value in list(pending.items()):
+            tokens = parse_size_expr(str(value))
+            if all(isinstance(t, int) or t in env or t in "*/" for t in tokens):
+                env[name] = evaluate(tokens, env, f"constant {name}")
+                pending.pop(name)
+                progressed = True
+        if not progressed:
+            raise PreskError("E4002", f"constants {', '.join(sorted(pending))} depend on unbound names or on each other")
+    return env

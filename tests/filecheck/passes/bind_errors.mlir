@@ -1,0 +1,17 @@
+// RUN: not presk-opt %s -p 'psk-bind{dims="B=two"}' 2>&1 | filecheck %s --check-prefix=BADDIM
+// RUN: not presk-opt %s -p 'psk-bind{consts="Q=3"}' 2>&1 | filecheck %s --check-prefix=UNKNOWN
+// RUN: not presk-opt %s -p 'psk-bind{dims="D=3"}' 2>&1 | filecheck %s --check-prefix=CONSTASDIM
+// RUN: not presk-opt %s -p 'psk-bind{consts="D=63"}' 2>&1 | filecheck %s --check-prefix=INDIVISIBLE
+
+psk_core.const_dim @D = 64
+psk_core.const_dim @HD = "D / 2"
+
+func.func @f(%x: !psk_core.tensor<[batch: B, embed: D]>) -> !psk_core.tensor<[batch: B, embed: D]> {
+  func.return %x : !psk_core.tensor<[batch: B, embed: D]>
+}
+
+// BADDIM: error: E4001: dims 'B=two': expected NAME=POSITIVE_INTEGER
+// UNKNOWN: error: E4001: consts Q: no constant of that name is declared (declared: D, HD)
+// CONSTASDIM: error: E4001: dims D: 'D' is a constant of the program; use consts D=...
+// INDIVISIBLE: error: E4002: constant HD = 63 / 2 does not divide exactly
+// BADDIM-NOT: Traceback
