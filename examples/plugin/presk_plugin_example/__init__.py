@@ -1,0 +1,1 @@
+"""An example presk plugin: one pass, registered through the `xdsl.universe` entry point."""

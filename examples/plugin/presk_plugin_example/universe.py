@@ -1,0 +1,17 @@
+"""What this package adds to presk: found by xDSL through the `xdsl.universe` entry point.
+
+The factory imports the pass only when it is used, so installing the plugin
+costs presk nothing at start-up.
+"""
+
+from xdsl.passes import ModulePass
+from xdsl.universe import Universe
+
+
+def get_mul_one() -> type[ModulePass]:
+    from presk_plugin_example.mul_one import MulOnePass
+
+    return MulOnePass
+
+
+PLUGIN_UNIVERSE = Universe(all_passes={"psk-mul-one": get_mul_one})

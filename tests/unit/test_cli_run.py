@@ -1,0 +1,94 @@
+"""`presk run` and `presk dump` as a user drives them (in-process, same `main` as the script)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import mpmath
+import numpy as np
+import pytest
+
+from presk.cli.main import main as presk
+
+ROOT = Path(__file__).resolve().parents[2]
+GPT = str(ROOT / "corpus" / "nlp" / "gpt.mlir")
+LAYERNORM = str(ROOT / "corpus" / "layernorm.mlir")
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = presk(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def loss_of(output: str) -> str:
+    return output.strip().splitlines()[-1].strip()
+
+
+def test_gpt_loss_in_f64_matches_mpmath_at_128_bits() -> None:
+    """The f64 loss is the 128-bit loss rounded, up to the f64 error of the whole forward pass.
+
+    The bound 1e-13 relative: a few hundred roundings of ~1e-16 each along the
+    longest dependency chain (reductions over 64 and 92 terms, two layers).
+    """
+    dims = ["--dim", "B=1", "--dim", "T=8"]
+    code, f64_out, _ = run("run", GPT, "--entry", "loss", *dims)
+    assert code == 0
+    code, mp_out, _ = run("run", GPT, "--entry", "loss", *dims, "--bits", "128")
+    assert code == 0
+    f64, exact = float(loss_of(f64_out)), mpmath.mpf(loss_of(mp_out))
+    assert len(loss_of(mp_out)) > 30  # printed at 128-bit precision, not as a double
+    assert abs(f64 - exact) <= 1e-13 * abs(exact)
+
+
+def test_inputs_and_outputs_round_trip_through_npz(tmp_path: Path) -> None:
+    out1 = tmp_path / "out1.npz"
+    code, text, _ = run("run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=2", "--dim", "T=3",
+                        "--seed", "5", "--output", str(out1))  # fmt: skip
+    assert code == 0 and "shape (2, 3, 16)" in text
+    rng = np.random.default_rng(5)
+    inputs = {"p.g": rng.standard_normal(16), "p.b": rng.standard_normal(16), "x": rng.standard_normal((2, 3, 16))}
+    np.savez(tmp_path / "in.npz", **inputs)
+    out2 = tmp_path / "out2.npz"
+    code, _, err = run("run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=2", "--dim", "T=3",
+                       "--inputs", str(tmp_path / "in.npz"), "--output", str(out2))  # fmt: skip
+    assert code == 0, err
+    # Same seed, same generation order (g, b, x): the generated and the saved inputs agree.
+    np.testing.assert_array_equal(np.load(out1)["result0"], np.load(out2)["result0"])
+
+
+@pytest.mark.parametrize(
+    "argv,code,pattern",
+    [
+        (["run", "missing.mlir", "--entry", "f"], "E0001", r"no such file"),
+        (["run", LAYERNORM, "--entry", "nope"], "E4004", r"no function @nope"),
+        (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=two"], "E4001", r"NAME=POSITIVE_INTEGER"),
+        (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "T=2"], "E4002", r"'B' is not bound"),
+        (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--const", "Q=2"], "E4001", r"no constant of that name"),
+        (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "D=4"], "E4001", r"is a constant of the program"),
+        (["dump", LAYERNORM, "--stage", "nope"], "E4001", r"--stage nope"),
+    ],
+)
+def test_user_errors_are_diagnostics(argv: list[str], code: str, pattern: str) -> None:
+    exit_code, _, err = run(*argv)
+    assert exit_code == 1
+    assert re.search(rf"error: {code}: .*{pattern}", err), err
+    assert "Traceback" not in err
+
+
+def test_bad_inputs_file_is_refused_before_running(tmp_path: Path) -> None:
+    np.savez(tmp_path / "in.npz", **{"p.g": np.zeros(16), "p.b": np.zeros(16), "x": np.zeros((2, 2, 16))})
+    code, _, err = run("run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=2", "--dim", "T=3",
+                       "--inputs", str(tmp_path / "in.npz"))  # fmt: skip
+    assert code == 1 and "E4003" in err and "shape (2, 3, 16)" in err
+
+
+def test_dump_binds_sizes_and_keeps_aliases() -> None:
+    code, out, _ = run("dump", LAYERNORM, "--stage", "core", "--dim", "B=2", "--dim", "T=4")
+    assert code == 0
+    assert "!X = !psk_core.tensor<[batch: 2, seq: 4, embed: 16]>" in out
+    assert "%2 = psk_core.sub %x, %1 : !X" in out
