@@ -4,7 +4,7 @@
 //   heads merged back into embed; output projection.
 // Both two-operand eins are contraction nests: outer axes (batch, heads),
 // then I (seq), then J (seq2, resp. hd), summed over one axis K (hd, resp. seq2).
-// The scale 0.35355339059327373 is 1/sqrt(8), tied to D = 16 and H = 2.
+// The scale 1/sqrt(HD) is computed from the bound size, so it follows --const D=... .
 
 !X    = !psk_core.tensor<[batch: B, seq: T, embed: D]>
 !W    = !psk_core.tensor<[embed_in: D, embed: D]>
@@ -37,7 +37,10 @@ func.func @SelfAttention.apply(%p: !Attn, %x: !X) -> !X {
   %12 = psk_core.ein %11[batch, seq2, heads, hd] : !K
   // Scores, scaled and causally masked.
   %13 = psk_core.ein %6[batch, heads, seq, hd], %9[batch, heads, seq2, hd] : !S
-  %14 = psk_core.constant 0.35355339059327373 : !R
+  %hd = psk_core.size HD : !R
+  %root_hd = psk_core.sqrt %hd : !R
+  %one = psk_core.constant 1.0 : !R
+  %14 = psk_core.div %one, %root_hd : !R
   %15 = psk_core.mul %13, %14 : !S
   %16 = psk_core.causal_mask : !Mask
   %17 = psk_core.softmax %15 [seq2] mask %16 : !S

@@ -100,7 +100,7 @@ func.func @LayerNorm.apply(%p: !LN, %x: !H) -> !H {
   func.return %11 : !H
 }
 
-// 0.35355339059327373 = 1/sqrt(HD) at D = 16, H = 2.
+// The scale 1/sqrt(HD) is computed from the bound size, so it follows --const D=... .
 func.func @SelfAttention.apply(%p: !Attn, %x: !H) -> !H {
   %0 = psk_core.field %p["wq"] : !W
   %1 = psk_core.field %p["wk"] : !W
@@ -116,7 +116,10 @@ func.func @SelfAttention.apply(%p: !Attn, %x: !H) -> !H {
   %11 = psk_core.split %10 [embed -> heads, hd] : !Hh
   %12 = psk_core.ein %11[batch, seq2, heads, hd] : !K
   %13 = psk_core.ein %6[batch, heads, seq, hd], %9[batch, heads, seq2, hd] : !S
-  %14 = psk_core.constant 0.35355339059327373 : !R
+  %hd = psk_core.size HD : !R
+  %root_hd = psk_core.sqrt %hd : !R
+  %one = psk_core.constant 1.0 : !R
+  %14 = psk_core.div %one, %root_hd : !R
   %15 = psk_core.mul %13, %14 : !S
   %16 = psk_core.causal_mask : !Mask
   %17 = psk_core.softmax %15 [seq2] mask %16 : !S
@@ -138,9 +141,10 @@ func.func @MLP.apply(%p: !MLP, %x: !H) -> !H {
 
 // AdamW as in corpus/nlp/gpt.mlir: beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
 // weight decay 0.01; b1t = beta1^t and b2t = beta2^t are passed as reals
-// because pow's exponent is a constant integer.
+// because pow's exponent is a constant integer. Generated inputs take v > 0
+// and b1t = b2t = 0 (the limit of large t), so sqrt is real.
 func.func @adamw.step(%params: !Mini, %grads: !Mini, %m: !Mini, %v: !Mini {psk_core.init = "positive"},
-                      %b1t: !R, %b2t: !R, %lr: !R) -> !Adam {
+                      %b1t: !R {psk_core.init = "zeros"}, %b2t: !R {psk_core.init = "zeros"}, %lr: !R) -> !Adam {
   %0 = psk_core.constant 1.0 : !R
   %1 = psk_core.constant 0.9 : !R
   %2 = psk_core.constant 0.999 : !R

@@ -117,8 +117,8 @@ func.func @LayerNorm.apply(%p: !LN, %x: !H) -> !H {
   func.return %11 : !H
 }
 
-// Causal self-attention with H heads of HD; 0.17677669529663687 = 1/sqrt(HD)
-// at D = 64, H = 2 (a literal: it does not follow --const overrides).
+// Causal self-attention with H heads of HD; the scores are scaled by 1/sqrt(HD),
+// computed from the bound size so that it follows --const D=... .
 func.func @SelfAttention.apply(%p: !Attn, %x: !H) -> !H {
   %0 = psk_core.field %p["wq"] : !W
   %1 = psk_core.field %p["wk"] : !W
@@ -134,7 +134,10 @@ func.func @SelfAttention.apply(%p: !Attn, %x: !H) -> !H {
   %11 = psk_core.split %10 [embed -> heads, hd] : !Hh
   %12 = psk_core.ein %11[batch, seq2, heads, hd] : !K
   %13 = psk_core.ein %6[batch, heads, seq, hd], %9[batch, heads, seq2, hd] : !S
-  %14 = psk_core.constant 0.17677669529663687 : !R
+  %hd = psk_core.size HD : !R
+  %root_hd = psk_core.sqrt %hd : !R
+  %one = psk_core.constant 1.0 : !R
+  %14 = psk_core.div %one, %root_hd : !R
   %15 = psk_core.mul %13, %14 : !S
   %16 = psk_core.causal_mask : !Mask
   %17 = psk_core.softmax %15 [seq2] mask %16 : !S
@@ -177,10 +180,11 @@ func.func @Linear.apply_out(%p: !Lin2, %x: !Hid) -> !H {
 //   m' = beta1 m + (1 - beta1) g          v' = beta2 v + (1 - beta2) g^2
 //   p' = p - lr (m'/(1 - beta1^t) / (sqrt(v'/(1 - beta2^t)) + eps) + wd p)
 // The step t enters as b1t = beta1^t and b2t = beta2^t, passed as reals:
-// pow takes a constant integer exponent, not a run-time t.
+// pow takes a constant integer exponent, not a run-time t. Generated inputs
+// take v > 0 and b1t = b2t = 0 (the limit of large t), so sqrt is real.
 // No intermediate is read outside the chain; m' and v' are also results.
 func.func @adamw.step(%params: !GPT, %grads: !GPT, %m: !GPT, %v: !GPT {psk_core.init = "positive"},
-                      %b1t: !R, %b2t: !R, %lr: !R) -> !Adam {
+                      %b1t: !R {psk_core.init = "zeros"}, %b2t: !R {psk_core.init = "zeros"}, %lr: !R) -> !Adam {
   %0 = psk_core.constant 1.0 : !R
   %1 = psk_core.constant 0.9 : !R
   %2 = psk_core.constant 0.999 : !R

@@ -870,6 +870,8 @@ class ConstantOp(PSKCoreOp):
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
         value = float(parser.parse_number(context_msg=" (the constant's value)"))
+        if isinstance(value, float) and (word := parser.parse_optional_identifier()) is not None:
+            parser.raise_error(f"write a float with a '.' before its exponent, e.g. 1.0{word}")
         attrs, t = parse_tail(parser)
         op = cls(value, t)
         op.attributes.update(attrs)
@@ -877,6 +879,38 @@ class ConstantOp(PSKCoreOp):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" " + format_float(self.number))
+        print_tail(printer, self)
+
+
+@irdl_op_definition
+class SizeOp(PSKCoreOp):
+    """The bound value of a size, as a real: `%hd = psk_core.size HD : !psk_core.real`.
+
+    What makes a scale like 1/√hd follow `--const D=...` instead of being a
+    literal that goes stale when the sizes change.
+    """
+
+    name = "psk_core.size"
+    size = prop_def(StringAttr)
+    result = result_def(RealType)
+    traits = traits_def(Pure())
+
+    def __init__(self, size: str, result_type: Attribute | None = None) -> None:
+        super().__init__(properties={"size": StringAttr(size)}, result_types=[result_type or RealType()])
+
+    def expected_type(self) -> Attribute:
+        return RealType()
+
+    @classmethod
+    def parse(cls, parser: Parser) -> SizeOp:
+        size = parser.parse_identifier(" (a size name)")
+        attrs, t = parse_tail(parser)
+        op = cls(size, t)
+        op.attributes.update(attrs)
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.size.data}")
         print_tail(printer, self)
 
 
@@ -1261,7 +1295,7 @@ PSKCore = Dialect(
         SumOp, MeanOp, ReduceMaxOp,
         DotOp, EinOp, SoftmaxOp, CrossEntropyOp, GatherOp,
         BroadcastLikeOp, SumToOp, ZerosLikeOp, SplitOp, MergeOp, ArangeOp, CausalMaskOp,
-        ConstantOp, RecordOp, FieldOp, SetFieldOp, TupleOp, ProjOp, FoldOp, ConstDimOp,
+        ConstantOp, SizeOp, RecordOp, FieldOp, SetFieldOp, TupleOp, ProjOp, FoldOp, ConstDimOp,
     ],  # fmt: skip
     [RealType, TensorType, IndexTensorType, RecordType, TupleType],
 )

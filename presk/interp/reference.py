@@ -264,6 +264,10 @@ class PSKCoreFunctions(InterpreterFunctions):
     def run_constant(self, interp: Interpreter, op: core.ConstantOp, args: tuple[Any, ...]):
         return (self.num.const(op.number),)
 
+    @impl(core.SizeOp)
+    def run_size(self, interp: Interpreter, op: core.SizeOp, args: tuple[Any, ...]):
+        return (self.num.const(float(self.size(op.size.data, "size"))),)
+
     @impl(core.RecordOp)
     def run_record(self, interp: Interpreter, op: core.RecordOp, args: tuple[Any, ...]):
         return (dict(zip((n for n, _ in op.result.type.fields), args)),)

@@ -15,10 +15,16 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FunctionType, ModuleOp
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import PatternRewriteWalker, TypeConversionPattern
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    TypeConversionPattern,
+    op_type_rewrite_pattern,
+)
 
 from presk import sizes
-from presk.dialects.psk_core import ConstDimOp
+from presk.dialects.psk_core import ConstantOp, ConstDimOp, SizeOp
 from presk.dialects.psk_core_types import PSKType, Size, map_type
 
 
@@ -42,6 +48,18 @@ class BindSizesInTypes(TypeConversionPattern):
         return None
 
 
+class BindSizeValue(RewritePattern):
+    """`psk_core.size N` of a bound size becomes the constant it names."""
+
+    def __init__(self, env: dict[str, int]) -> None:
+        self.env = env
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: SizeOp, rewriter: PatternRewriter) -> None:
+        if (value := self.env.get(op.size.data)) is not None:
+            rewriter.replace_op(op, ConstantOp(float(value), op.result.type))
+
+
 @dataclass(frozen=True)
 class BindSizes(ModulePass):
     """Specialise dimension variables and constants to integers."""
@@ -58,6 +76,7 @@ class BindSizes(ModulePass):
         consts = sizes.parse_bindings([self.consts], "consts")
         env = sizes.resolve(op, consts, dims, flags=("consts", "dims"))
         PatternRewriteWalker(BindSizesInTypes(env), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(BindSizeValue(env), apply_recursively=False).rewrite_module(op)
         for decl in [d for d in op.walk() if isinstance(d, ConstDimOp)]:
             decl.detach()
             decl.erase()

@@ -1,4 +1,5 @@
 // RUN: presk-opt %s | presk-opt | filecheck %s
+// RUN: presk-opt %s --print-op-generic | presk-opt | filecheck %s
 //
 // Round trip of every PSK-Core operation and type: parse, verify, print,
 // parse the printed form again, print again. The CHECK lines pin down the
