@@ -7,26 +7,20 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from xdsl.context import Context
-from xdsl.dialects.builtin import Builtin, ModuleOp
-from xdsl.dialects.func import Func
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute
-from xdsl.parser import Parser
+
+from presk.ir.context import presk_context
+from presk.ir.parse import parse_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @cache
 def _parse(path: str) -> tuple[ModuleOp, dict[str, Attribute]]:
-    from presk.dialects.psk_core import PSKCore
-
-    ctx = Context()
-    for dialect in (Builtin, Func, PSKCore):
-        ctx.load_dialect(dialect)
-    parser = Parser(ctx, Path(path).read_text(), path)
-    module = parser.parse_module()
-    module.verify()
-    return module, dict(parser.attribute_aliases)
+    parsed = parse_module(presk_context(), Path(path).read_text(), path)
+    parsed.verify()
+    return parsed.module, parsed.aliases
 
 
 def load_with_aliases(path: str | Path) -> tuple[ModuleOp, dict[str, Attribute]]:

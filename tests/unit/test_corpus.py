@@ -323,3 +323,16 @@ def test_gpt_is_the_seeds_configuration() -> None:
     assert fold.callee.string_value() == "Block.apply"
     called = {op.callee.string_value() for f in funcs.values() for op in f.walk() if isinstance(op, CallOp)}
     assert called >= {"GPT.apply", "LayerNorm.apply", "SelfAttention.apply", "MLP.apply", "Linear.apply"}
+
+
+def test_attention_follows_constant_overrides() -> None:
+    """With --const D=32 --const H=4 the heads are 8 wide and the scale 1/√8 follows them."""
+    from presk.interp.inputs import make_inputs
+    from presk.interp.reference import run_entry
+
+    module, _ = load_with_aliases("corpus/attention.mlir")
+    env = sizes.resolve(module, {"D": 32, "H": 4}, {"B": 2, "T": 5})
+    assert env["HD"] == 8
+    inputs = make_inputs(functions(module)["SelfAttention.apply"], env, 3)
+    (got,) = run_entry(module, "SelfAttention.apply", inputs, env)
+    assert_tree_close(got, ref.causal_self_attention(*inputs, 4))
