@@ -683,7 +683,11 @@ class ZerosLikeOp(PSKCoreOp):
         return self.template.type
 
     parse = classmethod(ElementwiseUnaryOp.parse.__func__)  # type: ignore[attr-defined]
-    print = ElementwiseUnaryOp.print
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.template)
+        print_tail(printer, self)
 
 
 @irdl_op_definition
@@ -713,6 +717,7 @@ class SplitOp(PSKCoreOp):
     @classmethod
     def parse(cls, parser: Parser) -> SplitOp:
         operand = parse_value(parser)
+        start = parser.pos
         parser.parse_punctuation("[")
         axis = parser.parse_identifier(" (the axis to split)")
         parser.parse_punctuation("->")
@@ -720,12 +725,15 @@ class SplitOp(PSKCoreOp):
         parser.parse_punctuation(",")
         second = parser.parse_identifier()
         parser.parse_punctuation("]")
+        end = parser.pos
         attrs, t = parse_tail(parser)
         op = cls(operand, axis, t)
         op.attributes.update(attrs)
         parts = op.parts()
         if [n for n, _ in parts] != [first, second]:
-            parser.raise_error(f"'split' names [{first}, {second}] but the result type has {[n for n, _ in parts]}")
+            parser.raise_error(
+                f"'split' names [{first}, {second}] but the result type has {[n for n, _ in parts]}", start, end
+            )
         return op
 
     def print(self, printer: Printer) -> None:
@@ -753,19 +761,26 @@ class MergeOp(PSKCoreOp):
             result_types=[result_type],
         )
 
+    def names(self) -> tuple[str, str]:
+        names = tuple(a.data for a in self.merged.data)
+        if len(names) != 2:
+            raise VerifyException(f"'merge' merges exactly two axes, got [{', '.join(names)}]")
+        return names  # type: ignore[return-value]
+
     def into(self) -> tuple[str, Size]:
         t, x = self.result.type, self.operand.type
-        first = self.merged.data[0].data
+        first = self.names()[0]
         i = x.names.index(first) if first in x.names else 0
         return t.axes[i] if isinstance(t, TensorType) and i < t.rank else ("?", 0)
 
     def expected_type(self) -> Attribute:
-        first, second = (a.data for a in self.merged.data)
+        first, second = self.names()
         return rules.merge(self.operand.type, first, second, self.into())
 
     @classmethod
     def parse(cls, parser: Parser) -> MergeOp:
         operand = parse_value(parser)
+        start = parser.pos
         parser.parse_punctuation("[")
         first = parser.parse_identifier()
         parser.parse_punctuation(",")
@@ -773,17 +788,18 @@ class MergeOp(PSKCoreOp):
         parser.parse_punctuation("->")
         into = parser.parse_identifier()
         parser.parse_punctuation("]")
+        end = parser.pos
         attrs, t = parse_tail(parser)
         op = cls(operand, first, second, t)
         op.attributes.update(attrs)
         if op.into()[0] != into:
-            parser.raise_error(f"'merge' into '{into}' but the result type has '{op.into()[0]}' there")
+            parser.raise_error(f"'merge' into '{into}' but the result type has '{op.into()[0]}' there", start, end)
         return op
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_ssa_value(self.operand)
-        first, second = (a.data for a in self.merged.data)
+        first, second = self.names()
         printer.print_string(f" [{first}, {second} -> {self.into()[0]}]")
         print_tail(printer, self)
 
@@ -944,6 +960,7 @@ class RecordOp(PSKCoreOp):
             parser.parse_punctuation("=")
             values.append(parse_value(parser))
 
+        start = parser.pos
         if parser.parse_optional_punctuation(":") is None:
             parse_field()
             while parser.parse_optional_punctuation(","):
@@ -954,7 +971,7 @@ class RecordOp(PSKCoreOp):
         op = cls(values, t)
         op.attributes.update(attrs)
         if isinstance(t, RecordType) and [n for n, _ in t.fields] != names:
-            parser.raise_error(f"'record' names fields {names} but its type has {[n for n, _ in t.fields]}")
+            parser.raise_error(f"'record' names fields {names} but its type has {[n for n, _ in t.fields]}", start)
         return op
 
     def print(self, printer: Printer) -> None:
@@ -1087,15 +1104,19 @@ class TupleOp(PSKCoreOp):
 
     @classmethod
     def parse(cls, parser: Parser) -> TupleOp:
-        values = parse_values(parser)
-        attrs, t = parse_tail(parser)
+        values = [] if parser.parse_optional_punctuation(":") else parse_values(parser)
+        if values:
+            attrs, t = parse_tail(parser)
+        else:
+            attrs, t = {}, parser.parse_type()
         op = cls(values, t)
         op.attributes.update(attrs)
         return op
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        print_values(printer, self.elements)
+        if self.elements:
+            printer.print_string(" ")
+            print_values(printer, self.elements)
         print_tail(printer, self)
 
 

@@ -2,7 +2,6 @@
 //
 // Round trip of the empty tuple and the empty record (kept apart from ops.mlir).
 //
-// XFAIL: *
 // Dialect bug: an empty `psk_core.tuple` verifies (written in the generic
 // form) but TupleOp.print gives `%0 = psk_core.tuple  : !psk_core.tuple<>`,
 // which TupleOp.parse refuses ("operand expected"): the custom form has no

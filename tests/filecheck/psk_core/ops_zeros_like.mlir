@@ -2,7 +2,6 @@
 //
 // Round trip of psk_core.zeros_like (kept apart from ops.mlir).
 //
-// XFAIL: *
 // Dialect bug: ZerosLikeOp reuses ElementwiseUnaryOp.print, which reads
 // `self.operand`; ZerosLikeOp's operand is `template`, so printing raises
 // AttributeError (presk-opt exits 70, "internal error"). Parsing and

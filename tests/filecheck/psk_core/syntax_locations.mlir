@@ -2,7 +2,6 @@
 //
 // Where the name-consistency errors of split, merge and record are placed.
 //
-// XFAIL: *
 // Dialect bug: SplitOp.parse, MergeOp.parse and RecordOp.parse check the
 // names they read against the result type after the whole operation is
 // parsed and call `parser.raise_error(msg)` without a span, so the error is

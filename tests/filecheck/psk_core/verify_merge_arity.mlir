@@ -3,7 +3,6 @@
 // psk_core.merge written in the generic form with a `merged` property that
 // does not name exactly two axes.
 //
-// XFAIL: *
 // Dialect bug: `merged` is declared `prop_def(ArrayAttr[StringAttr])` with no
 // length constraint, and MergeOp.expected_type (and into()/print) unpack it
 // as `first, second = ...`; with one or three names that raises ValueError
