@@ -16,6 +16,9 @@ from xdsl.ir import Attribute
 
 from presk.diagnostics import PreskError
 
+SIZE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A size name: what `--dim NAME=N` and size expressions can refer to."""
+
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|([*/]))")
 
 
@@ -36,6 +39,8 @@ def parse_size_expr(text: str) -> list[str | int]:
         pos = m.end()
     if not tokens or len(tokens) % 2 == 0:
         raise ValueError(f"size expression '{text}' is incomplete")
+    if 0 in tokens:
+        raise ValueError(f"size expression '{text}' has a 0, which would make a size 0 or divide by it")
     return tokens
 
 
@@ -67,7 +72,7 @@ def parse_bindings(items: Iterable[str], flag: str) -> dict[str, int]:
         for part in filter(None, (p.strip() for p in item.split(","))):
             name, eq, value = part.partition("=")
             name, value = name.strip(), value.strip()
-            if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or not re.fullmatch(r"\d+", value):
+            if not eq or not SIZE_NAME.fullmatch(name) or not re.fullmatch(r"\d+", value):
                 raise PreskError("E4001", f"{flag} '{part}': expected NAME=POSITIVE_INTEGER, e.g. {flag} B=2")
             if int(value) <= 0:
                 raise PreskError("E4001", f"{flag} '{part}': sizes are positive")

@@ -886,8 +886,13 @@ class ConstantOp(PSKCoreOp):
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
         value = float(parser.parse_number(context_msg=" (the constant's value)"))
-        if isinstance(value, float) and (word := parser.parse_optional_identifier()) is not None:
-            parser.raise_error(f"write a float with a '.' before its exponent, e.g. 1.0{word}")
+        pos = parser.pos
+        if (word := parser.parse_optional_identifier()) is not None:
+            parser.raise_error(
+                f"'{word}' after a number: a float has a '.' before its exponent, e.g. {format_float(value)}{word}",
+                pos,
+                parser.pos,
+            )
         attrs, t = parse_tail(parser)
         op = cls(value, t)
         op.attributes.update(attrs)
@@ -961,13 +966,11 @@ class RecordOp(PSKCoreOp):
             values.append(parse_value(parser))
 
         start = parser.pos
-        if parser.parse_optional_punctuation(":") is None:
+        if not _at_tail(parser):
             parse_field()
             while parser.parse_optional_punctuation(","):
                 parse_field()
-            attrs, t = parse_tail(parser)
-        else:
-            attrs, t = {}, parser.parse_type()
+        attrs, t = parse_tail(parser)
         op = cls(values, t)
         op.attributes.update(attrs)
         if isinstance(t, RecordType) and [n for n, _ in t.fields] != names:
@@ -984,6 +987,13 @@ class RecordOp(PSKCoreOp):
                 lambda f: (printer.print_string(f"{f[0]} = "), printer.print_ssa_value(f[1])),
             )
         print_tail(printer, self)
+
+
+def _at_tail(parser: Parser) -> bool:
+    """True before `{attrs} : type` or `: type`: an op with no operands written."""
+    from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+    return parser._current_token.kind in (MLIRTokenKind.COLON, MLIRTokenKind.L_BRACE)
 
 
 def _parse_key(parser: Parser) -> str:
@@ -1104,11 +1114,8 @@ class TupleOp(PSKCoreOp):
 
     @classmethod
     def parse(cls, parser: Parser) -> TupleOp:
-        values = [] if parser.parse_optional_punctuation(":") else parse_values(parser)
-        if values:
-            attrs, t = parse_tail(parser)
-        else:
-            attrs, t = {}, parser.parse_type()
+        values = [] if _at_tail(parser) else parse_values(parser)
+        attrs, t = parse_tail(parser)
         op = cls(values, t)
         op.attributes.update(attrs)
         return op
@@ -1290,7 +1297,10 @@ class ConstDimOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstDimOp:
+        pos = parser.pos
         name = parser.parse_symbol_name().data
+        if "." in name:
+            parser.raise_error(f"size name '{name}': names of sizes are letters, digits and '_'", pos, parser.pos)
         parser.parse_punctuation("=")
         text = parser.parse_optional_str_literal()
         value: int | str = text if text is not None else parser.parse_integer(allow_boolean=False)

@@ -40,7 +40,11 @@ def size_value(attr: Attribute) -> Size:
 def _parse_size(parser: AttrParser) -> SizeAttr:
     if (value := parser.parse_optional_integer(allow_boolean=False)) is not None:
         return IntAttr(value)
-    return StringAttr(parser.parse_identifier(" (an axis size: integer or name)"))
+    pos = parser.pos
+    name = parser.parse_identifier(" (an axis size: integer or name)")
+    if "." in name:
+        parser.raise_error(f"size name '{name}': names of sizes are letters, digits and '_'", pos, parser.pos)
+    return StringAttr(name)
 
 
 def _print_size(printer: Printer, size: Attribute) -> None:

@@ -244,8 +244,12 @@ class PSKCoreFunctions(InterpreterFunctions):
     @impl(core.MergeOp)
     def run_merge(self, interp: Interpreter, op: core.MergeOp, args: tuple[Any, ...]):
         x = args[0]
-        i = op.operand.type.names.index(op.merged.data[0].data)
-        return (x.reshape(x.shape[:i] + (x.shape[i] * x.shape[i + 1],) + x.shape[i + 2 :]),)
+        i = op.operand.type.names.index(op.names()[0])
+        into, size = op.into()
+        merged = x.shape[i] * x.shape[i + 1]
+        if merged != self.size(size, f"merge into '{into}'"):
+            raise PreskError("E4002", f"merge into '{into}': {x.shape[i]} × {x.shape[i + 1]} is not {size} = {self.size(size, 'merge')}")
+        return (x.reshape(x.shape[:i] + (merged,) + x.shape[i + 2 :]),)
 
     @impl(core.ArangeOp)
     def run_arange(self, interp: Interpreter, op: core.ArangeOp, args: tuple[Any, ...]):

@@ -187,16 +187,15 @@ def _error_start(error: ParseError, padded: str) -> int:
     """Where the error's subject starts.
 
     xDSL reports an unregistered name at the token after it; MLIR (and the
-    user) expect the caret on the name itself, which is just before.
+    user) expect the caret on the name itself, which is the last occurrence
+    of the name before that token.
     """
     start = error.span.start
     if (match := _UNREGISTERED.match(error.msg)) is not None:
         name = match.group(1) or match.group(2)
-        line_start = padded.rfind("\n", 0, start) + 1
-        found = padded.rfind(name, line_start, start)
+        found = padded.rfind(name, 0, start)
         if found != -1:
-            sigil = found - 1
-            return sigil if sigil >= line_start and padded[sigil] in "!#\"" else found
+            return found - 1 if found > 0 and padded[found - 1] in '!#"' else found
     return start
 
 

@@ -1,9 +1,10 @@
 // RUN: presk-opt %s | presk-opt | filecheck %s
 // RUN: presk-opt %s --print-op-generic | presk-opt | filecheck %s
 //
-// Round trip of every PSK-Core operation and type: parse, verify, print,
-// parse the printed form again, print again. The CHECK lines pin down the
-// printed (custom) syntax, including the type aliases defined below.
+// Round trip of every PSK-Core operation (all 37 of the PSKCore dialect) and
+// type (all 5): parse, verify, print, parse the printed form again, print
+// again; the second RUN goes through the generic form. The CHECK lines pin
+// down the printed (custom) syntax, including the type aliases defined below.
 
 !X = !psk_core.tensor<[batch: B, seq: T, embed: D]>
 !Bias = !psk_core.tensor<[embed: D]>
@@ -181,36 +182,47 @@ func.func @lookup_and_loss(%table: !psk_core.tensor<[vocab: V, embed: D]>, %ids:
 // CHECK-NEXT:    %1 = psk_core.cross_entropy %logits, %ids [vocab] : !psk_core.real
 
 // ---------------------------------------------------------------------------
-// Structure: broadcasting, summing down, zeros, axis split/merge, indices.
+// Structure: broadcasting, summing down, zeros (of reals, tensors and trees),
+// axis split/merge, indices.
 
 func.func @structure(%x: !X, %b: !Bias, %c: !psk_core.real,
-                     %p: !psk_core.record<w: !Bias, s: !psk_core.real>) -> !X {
+                     %p: !psk_core.record<w: !Bias, s: !psk_core.real>,
+                     %t: !psk_core.tuple<!psk_core.real, !Bias>) -> !X {
   %0 = psk_core.broadcast_like %b, %x : !X
   %1 = psk_core.broadcast_like %c, %x : !X
   %2 = psk_core.sum_to %0, %b : !Bias
   %3 = psk_core.sum_to %0, %c : !psk_core.real
-  %4 = psk_core.split %x [embed -> heads, hd] : !psk_core.tensor<[batch: B, seq: T, heads: H, hd: HD]>
-  %5 = psk_core.merge %4 [heads, hd -> embed] : !X
-  %6 = psk_core.split %b [embed -> two, half] : !psk_core.tensor<[two: 2, half: 32]>
-  %7 = psk_core.arange : !psk_core.index<[seq: T], C>
-  %8 = psk_core.arange : !psk_core.index<[pos: 4], 8>
-  %9 = psk_core.causal_mask : !psk_core.index<[seq: T, key: T], 2>
-  func.return %5 : !X
+  %4 = psk_core.zeros_like %x : !X
+  %5 = psk_core.zeros_like %c : !psk_core.real
+  %6 = psk_core.zeros_like %p : !psk_core.record<w: !Bias, s: !psk_core.real>
+  %7 = psk_core.zeros_like %t : !psk_core.tuple<!psk_core.real, !Bias>
+  %8 = psk_core.split %x [embed -> heads, hd] : !psk_core.tensor<[batch: B, seq: T, heads: H, hd: HD]>
+  %9 = psk_core.merge %8 [heads, hd -> embed] : !X
+  %10 = psk_core.split %b [embed -> two, half] : !psk_core.tensor<[two: 2, half: 32]>
+  %11 = psk_core.arange : !psk_core.index<[seq: T], C>
+  %12 = psk_core.arange : !psk_core.index<[pos: 4], 8>
+  %13 = psk_core.causal_mask : !psk_core.index<[seq: T, key: T], 2>
+  func.return %9 : !X
 }
 // CHECK-LABEL: func.func @structure(
 // CHECK-NEXT:    %0 = psk_core.broadcast_like %b, %x : !X
 // CHECK-NEXT:    %1 = psk_core.broadcast_like %c, %x : !X
 // CHECK-NEXT:    %2 = psk_core.sum_to %0, %b : !Bias
 // CHECK-NEXT:    %3 = psk_core.sum_to %0, %c : !psk_core.real
-// CHECK-NEXT:    %4 = psk_core.split %x [embed -> heads, hd] : !psk_core.tensor<[batch: B, seq: T, heads: H, hd: HD]>
-// CHECK-NEXT:    %5 = psk_core.merge %4 [heads, hd -> embed] : !X
-// CHECK-NEXT:    %6 = psk_core.split %b [embed -> two, half] : !psk_core.tensor<[two: 2, half: 32]>
-// CHECK-NEXT:    %7 = psk_core.arange : !psk_core.index<[seq: T], C>
-// CHECK-NEXT:    %8 = psk_core.arange : !psk_core.index<[pos: 4], 8>
-// CHECK-NEXT:    %9 = psk_core.causal_mask : !psk_core.index<[seq: T, key: T], 2>
+// CHECK-NEXT:    %4 = psk_core.zeros_like %x : !X
+// CHECK-NEXT:    %5 = psk_core.zeros_like %c : !psk_core.real
+// CHECK-NEXT:    %6 = psk_core.zeros_like %p : !psk_core.record<w: !Bias, s: !psk_core.real>
+// CHECK-NEXT:    %7 = psk_core.zeros_like %t : !psk_core.tuple<!psk_core.real, !Bias>
+// CHECK-NEXT:    %8 = psk_core.split %x [embed -> heads, hd] : !psk_core.tensor<[batch: B, seq: T, heads: H, hd: HD]>
+// CHECK-NEXT:    %9 = psk_core.merge %8 [heads, hd -> embed] : !X
+// CHECK-NEXT:    %10 = psk_core.split %b [embed -> two, half] : !psk_core.tensor<[two: 2, half: 32]>
+// CHECK-NEXT:    %11 = psk_core.arange : !psk_core.index<[seq: T], C>
+// CHECK-NEXT:    %12 = psk_core.arange : !psk_core.index<[pos: 4], 8>
+// CHECK-NEXT:    %13 = psk_core.causal_mask : !psk_core.index<[seq: T, key: T], 2>
+// CHECK-NEXT:    func.return %9 : !X
 
 // ---------------------------------------------------------------------------
-// Constants, records, tuples.
+// Constants, sizes, records, tuples.
 
 func.func @constants() -> !psk_core.real {
   %0 = psk_core.constant 0.5 : !psk_core.real
@@ -218,6 +230,10 @@ func.func @constants() -> !psk_core.real {
   %2 = psk_core.constant 1.0e-05 : !psk_core.real
   %3 = psk_core.constant 3 : !psk_core.real
   %4 = psk_core.constant 0.1 : !psk_core.real
+  %5 = psk_core.constant 1.0e+16 : !psk_core.real
+  // The bound value of a size (a constant or a dimension) as a real.
+  %6 = psk_core.size HD : !psk_core.real
+  %7 = psk_core.size B {tag = "batch"} : !psk_core.real
   func.return %0 : !psk_core.real
 }
 // CHECK-LABEL: func.func @constants() -> !psk_core.real {
@@ -226,6 +242,9 @@ func.func @constants() -> !psk_core.real {
 // CHECK-NEXT:    %2 = psk_core.constant 1.0e-05 : !psk_core.real
 // CHECK-NEXT:    %3 = psk_core.constant 3.0 : !psk_core.real
 // CHECK-NEXT:    %4 = psk_core.constant 0.1 : !psk_core.real
+// CHECK-NEXT:    %5 = psk_core.constant 1.0e+16 : !psk_core.real
+// CHECK-NEXT:    %6 = psk_core.size HD : !psk_core.real
+// CHECK-NEXT:    %7 = psk_core.size B {tag = "batch"} : !psk_core.real
 
 func.func @records(%w: !psk_core.tensor<[in: D, out: F]>, %b: !psk_core.tensor<[out: F]>, %c: !psk_core.real) -> !psk_core.real {
   %p = psk_core.record w = %w, b = %b : !psk_core.record<w: !psk_core.tensor<[in: D, out: F]>, b: !psk_core.tensor<[out: F]>>
@@ -237,6 +256,10 @@ func.func @records(%w: !psk_core.tensor<[in: D, out: F]>, %b: !psk_core.tensor<[
   %3 = psk_core.proj %t[0] : !psk_core.real
   %4 = psk_core.proj %t[2] : !psk_core.record<w: !psk_core.tensor<[in: D, out: F]>, b: !psk_core.tensor<[out: F]>>
   %5 = psk_core.tuple %c : !psk_core.tuple<!psk_core.real>
+  // The empty tuple and the empty record.
+  %6 = psk_core.tuple : !psk_core.tuple<>
+  %7 = psk_core.record : !psk_core.record<>
+  %8 = "psk_core.tuple"() : () -> !psk_core.tuple<>
   func.return %3 : !psk_core.real
 }
 // CHECK-LABEL: func.func @records(
@@ -249,6 +272,9 @@ func.func @records(%w: !psk_core.tensor<[in: D, out: F]>, %b: !psk_core.tensor<[
 // CHECK-NEXT:    %3 = psk_core.proj %t[0] : !psk_core.real
 // CHECK-NEXT:    %4 = psk_core.proj %t[2] : !psk_core.record<w: !psk_core.tensor<[in: D, out: F]>, b: !psk_core.tensor<[out: F]>>
 // CHECK-NEXT:    %5 = psk_core.tuple %c : !psk_core.tuple<!psk_core.real>
+// CHECK-NEXT:    %6 = psk_core.tuple : !psk_core.tuple<>
+// CHECK-NEXT:    %7 = psk_core.record : !psk_core.record<>
+// CHECK-NEXT:    %8 = psk_core.tuple : !psk_core.tuple<>
 
 // ---------------------------------------------------------------------------
 // Functions, calls and fold over a stacked parameter tree.

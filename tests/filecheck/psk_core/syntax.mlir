@@ -244,3 +244,66 @@ func.func @return_type(%x: !psk_core.tensor<[a: 2]>) -> !psk_core.real {
   // expected-error @+1 {{E2001: Expected arguments to have the same types as the function output types}}
   func.return %x : !psk_core.tensor<[a: 2]>
 }
+
+// -----
+
+// The names written in split, merge and record must be those of the result
+// type; the error points at the names.
+func.func @split_names(%x: !psk_core.tensor<[a: 6]>) {
+  // expected-error @+1 {{E1001: 'split' names [b, c] but the result type has ['b', 'd']}}
+  %0 = psk_core.split %x [a -> b, c] : !psk_core.tensor<[b: 2, d: 3]>
+  func.return
+}
+
+// -----
+
+func.func @merge_name(%x: !psk_core.tensor<[a: 2, b: 3]>) {
+  // expected-error @+1 {{E1001: 'merge' into 'c' but the result type has 'd' there}}
+  %0 = psk_core.merge %x [a, b -> c] : !psk_core.tensor<[d: 6]>
+  func.return
+}
+
+// -----
+
+func.func @record_names(%x: !psk_core.real) {
+  // expected-error @+1 {{E1001: 'record' names fields ['a'] but its type has ['b']}}
+  %0 = psk_core.record a = %x : !psk_core.record<b: !psk_core.real>
+  func.return
+}
+
+// -----
+
+func.func @constant_exponent_without_dot() {
+  // expected-error @+1 {{E1001: 'e16' after a number: a float has a '.' before its exponent, e.g. 1.0e16}}
+  %0 = psk_core.constant 1e16 : !psk_core.real
+  func.return
+}
+
+// -----
+
+func.func @constant_exponent_keeps_the_mantissa() {
+  // expected-error @+1 {{E1001: 'e5' after a number: a float has a '.' before its exponent, e.g. 2.0e5}}
+  %0 = psk_core.constant 2e5 : !psk_core.real
+  func.return
+}
+
+// -----
+
+func.func @size_not_a_name() {
+  // expected-error @+1 {{E1001: identifier expected (a size name)}}
+  %0 = psk_core.size 3 : !psk_core.real
+  func.return
+}
+
+// -----
+
+// Size names are what --dim and size expressions can bind: no dots.
+// expected-error @+1 {{E1001: size name 'B.x': names of sizes are letters, digits and '_'}}
+func.func @dotted(%x: !psk_core.tensor<[batch: B.x]>) {
+  func.return
+}
+
+// -----
+
+// expected-error @+1 {{E1001: size name 'K.v': names of sizes are letters, digits and '_'}}
+psk_core.const_dim @K.v = 4

@@ -2,8 +2,8 @@
 //
 // The typing rules of PSK-Core, one chunk per violated rule.
 //
-// Coverage: psk_core.py, psk_core_rules.py and psk_core_types.py hold 71
-// `raise VerifyException` sites. 57 have a chunk below that triggers them
+// Coverage: psk_core.py, psk_core_rules.py and psk_core_types.py hold 72
+// `raise VerifyException` sites. 58 have a chunk below that triggers them
 // with their own message (E2001); one more (FoldOp, "which is not defined")
 // is pre-empted by the driver's E2002 check and has a chunk for that. The 13
 // others cannot be reached from IR text, because an earlier check always
@@ -594,6 +594,23 @@ func.func @merge_not_adjacent(%x: !psk_core.tensor<[a: 2, b: 3, c: 4]>) {
 func.func @merge_wrong_order(%x: !psk_core.tensor<[a: 2, b: 3]>) {
   // expected-error @+1 {{E2001: 'merge' needs adjacent axes 'b', 'a' of tensor[a: 2, b: 3]}}
   %0 = "psk_core.merge"(%x) <{merged = ["b", "a"]}> : (!psk_core.tensor<[a: 2, b: 3]>) -> !psk_core.tensor<[m: 6]>
+  func.return
+}
+
+// -----
+
+// Only the generic form can name other than two axes.
+func.func @merge_one_name(%x: !psk_core.tensor<[a: 2, b: 3]>) {
+  // expected-error @+1 {{E2001: 'merge' merges exactly two axes, got [a]}}
+  %0 = "psk_core.merge"(%x) <{merged = ["a"]}> : (!psk_core.tensor<[a: 2, b: 3]>) -> !psk_core.tensor<[c: 6]>
+  func.return
+}
+
+// -----
+
+func.func @merge_three_names(%x: !psk_core.tensor<[a: 2, b: 3, c: 4]>) {
+  // expected-error @+1 {{E2001: 'merge' merges exactly two axes, got [a, b, c]}}
+  %0 = "psk_core.merge"(%x) <{merged = ["a", "b", "c"]}> : (!psk_core.tensor<[a: 2, b: 3, c: 4]>) -> !psk_core.tensor<[m: 24]>
   func.return
 }
 

@@ -1,0 +1,129 @@
+"""presk-opt end to end: exit codes and diagnostics, and never a traceback."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from presk.cli.guard import EXIT_INTERNAL, run_guarded
+from presk.diagnostics import PreskError
+
+BIN = Path(sys.executable).parent
+DIAGNOSTIC = re.compile(r"^(?:\S+:\d+:\d+|presk): error: E\d{4}: ", re.MULTILINE)
+
+GOOD = "func.func @f(%a: i32) -> i32 {\n  func.return %a : i32\n}\n"
+
+
+def presk_opt(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    tool = BIN / "presk-opt"
+    command = [str(tool)] if tool.exists() else [sys.executable, "-m", "presk.cli.opt"]
+    return subprocess.run(
+        [*command, *args], input=stdin, capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+
+
+@pytest.fixture
+def good_file(tmp_path: Path) -> Path:
+    path = tmp_path / "good.mlir"
+    path.write_text(GOOD)
+    return path
+
+
+def test_round_trip_from_file_and_stdin(good_file: Path) -> None:
+    from_file = presk_opt(str(good_file))
+    assert from_file.returncode == 0 and from_file.stderr == ""
+    assert presk_opt("-", stdin=from_file.stdout).stdout == from_file.stdout
+    assert presk_opt(stdin=from_file.stdout).stdout == from_file.stdout
+
+
+def test_output_file(good_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.mlir"
+    result = presk_opt(str(good_file), "-o", str(out))
+    assert result.returncode == 0 and result.stdout == ""
+    assert out.read_text().startswith("builtin.module {")
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "code"),
+    [
+        (["/no/such/file.mlir"], "", "E0001"),
+        (["-"], "func.func @f( {{{ garbage", "E1001"),
+        (["-"], "\x00\x01 binary", "E1001"),
+        (["-"], "func.func @f() {\n  bogus.op\n}\n", "E1002"),
+        (["-"], "func.func @f(%a: i32) -> i64 {\n  func.return %a : i32\n}\n", "E2001"),
+        (["-", "-p", "no-such-pass"], GOOD, "E3001"),
+        (["-", "-p", "cse{bogus=1}"], GOOD, "E3002"),
+        (["-", "-p", "cse{"], GOOD, "E3002"),
+        (["-", "--pass-pipeline", "builtin.module(func.func(cse))"], GOOD, "E3002"),
+        (["-", "-p", "cse", "--pass-pipeline", "builtin.module(cse)"], GOOD, "E3002"),
+    ],
+)
+def test_bad_input_gives_one_diagnostic_and_no_traceback(args: list[str], stdin: str, code: str) -> None:
+    result = presk_opt(*args, stdin=stdin)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr + result.stdout
+    assert DIAGNOSTIC.search(result.stderr), result.stderr
+    assert f"error: {code}: " in result.stderr
+
+
+def test_directory_as_input(tmp_path: Path) -> None:
+    result = presk_opt(str(tmp_path))
+    assert result.returncode == 1 and "error: E0001: " in result.stderr and "Traceback" not in result.stderr
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.mlir"
+    path.write_bytes(b"// caf\xe9\n")
+    result = presk_opt(str(path))
+    assert result.returncode == 1 and "error: E0001: " in result.stderr
+
+
+def test_located_diagnostic_points_at_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.mlir"
+    path.write_text("// comment\nfunc.func @f(%a: i32) -> i64 {\n  func.return %a : i32\n}\n")
+    result = presk_opt(str(path))
+    assert result.stderr.splitlines()[:3] == [
+        f"{path}:3:3: error: E2001: Expected arguments to have the same types as the function output types: "
+        "expected [i64], got [i32]",
+        "  func.return %a : i32",
+        "  ^",
+    ]
+
+
+def test_help_lists_passes() -> None:
+    result = presk_opt("--help")
+    assert result.returncode == 0
+    assert "presk and plugin passes:" in result.stdout and "psk-bind" in result.stdout
+    assert "cse" in result.stdout
+
+
+def test_unexpected_exception_is_an_internal_error(capsys: pytest.CaptureFixture[str]) -> None:
+    def crash() -> int:
+        raise RuntimeError("boom")
+
+    os.environ.pop("PRESK_DEBUG", None)
+    assert run_guarded(crash) == EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert err.startswith("presk: internal error: RuntimeError: boom") and "Traceback" not in err
+
+
+def test_presk_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash() -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setenv("PRESK_DEBUG", "1")
+    assert run_guarded(crash) == EXIT_INTERNAL
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_presk_errors_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    def fail() -> int:
+        raise PreskError("E4004", "no function @main")
+
+    assert run_guarded(fail) == 1
+    assert capsys.readouterr().err == "presk: error: E4004: no function @main\n"
