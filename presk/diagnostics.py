@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 ERROR_CODES: dict[str, str] = {
-    "E0001": "input file missing or unreadable",
+    "E0001": "a file cannot be read or written (missing, unreadable, not UTF-8)",
     "E1001": "syntax error",
     "E1002": "unknown operation",
     "E1003": "unknown type, attribute or dialect",

@@ -44,6 +44,13 @@ def _presk_version() -> str:
         return "unknown"
 
 
+def _decode(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PreskError("E0001", f"{what} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
 class PreskOptMain(xDSLOptMain):
     """The `presk-opt` driver; `run()` returns the exit code."""
 
@@ -123,21 +130,26 @@ class PreskOptMain(xDSLOptMain):
             sys.stdout.write(result)
             sys.stdout.flush()
         elif not failed:
-            with open(self.args.output_file, "w", encoding="utf-8") as stream:
-                stream.write(result)
+            self._write_output(self.args.output_file, result)
         return EXIT_ERROR if failed else 0
+
+    @staticmethod
+    def _write_output(path: str, text: str) -> None:
+        try:
+            with open(path, "w", encoding="utf-8") as stream:
+                stream.write(text)
+        except OSError as error:
+            raise PreskError("E0001", f"cannot write output file '{path}': {error.strerror}") from None
 
     def _read_input(self) -> tuple[str, str]:
         path = self.args.input_file
         if path is None or path == "-":
-            return STDIN_NAME, sys.stdin.read()
+            return STDIN_NAME, _decode(sys.stdin.buffer.read(), "standard input")
         try:
-            with open(path, encoding="utf-8") as stream:
-                return path, stream.read()
+            with open(path, "rb") as stream:
+                return path, _decode(stream.read(), f"input file '{path}'")
         except FileNotFoundError:
             raise PreskError("E0001", f"cannot open input file '{path}': no such file") from None
-        except UnicodeDecodeError as error:
-            raise PreskError("E0001", f"input file '{path}' is not UTF-8 text ({error.reason})") from None
         except OSError as error:
             raise PreskError("E0001", f"cannot read input file '{path}': {error.strerror}") from None
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -112,7 +113,7 @@ class PreskParser(Parser):
             self._first_uses.setdefault(operand.operand_name, operand.span)
         return super().resolve_operand(operand, type)
 
-    def _register_ssa_definition(self, name: str, values: tuple[SSAValue, ...], span: Span) -> None:
+    def _register_ssa_definition(self, name: str, values: Sequence[SSAValue], span: Span) -> None:
         super()._register_ssa_definition(name, values, span)
         self._first_uses.pop(name, None)
 

@@ -83,6 +83,17 @@ def test_not_utf8(tmp_path: Path) -> None:
     assert result.returncode == 1 and "error: E0001: " in result.stderr
 
 
+def test_stdin_not_utf8() -> None:
+    tool = BIN / "presk-opt"
+    result = subprocess.run([str(tool), "-"], input=b"\xff\xfe", capture_output=True, timeout=120, check=False)
+    assert result.returncode == 1 and b"error: E0001: standard input is not UTF-8" in result.stderr
+
+
+def test_unwritable_output_file(good_file: Path, tmp_path: Path) -> None:
+    result = presk_opt(str(good_file), "-o", str(tmp_path / "no" / "such" / "dir" / "out.mlir"))
+    assert result.returncode == 1 and "error: E0001: cannot write output file" in result.stderr
+
+
 def test_located_diagnostic_points_at_the_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.mlir"
     path.write_text("// comment\nfunc.func @f(%a: i32) -> i64 {\n  func.return %a : i32\n}\n")
