@@ -47,7 +47,12 @@ unit: $(STAMP)
 lit: $(STAMP)
 	$(BIN)/lit -q tests/filecheck
 
-test: unit lit
+# Both suites run even when the first fails, so one CI run reports everything.
+test: $(STAMP)
+	@status=0; \
+	$(BIN)/python -m pytest -q || status=1; \
+	$(BIN)/lit -q tests/filecheck || status=1; \
+	exit $$status
 
 clean:
 	rm -rf build .pytest_cache .hypothesis $(VENV)

@@ -38,7 +38,7 @@ class FoldMulByOne(RewritePattern):
     def match_and_rewrite(self, op: MulOp, rewriter: PatternRewriter) -> None:
         for kept, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
             if is_one(other) and kept.type == op.result.type:
-                rewriter.replace_op(op, [], [kept])
+                rewriter.replace(op, [], [kept])
                 return
 
 
