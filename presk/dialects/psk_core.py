@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TypeVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -44,14 +44,12 @@ from xdsl.utils.exceptions import VerifyException
 from presk.dialects import psk_core_rules as rules
 from presk.dialects.psk_core_types import (
     IndexTensorType,
-    PSKType,
     RealType,
     RecordType,
     Size,
     TensorType,
     TupleType,
     describe,
-    size_attr,
     size_value,
 )
 
@@ -63,6 +61,8 @@ __all__ = [
     "TupleType",
     "PSKCore",
 ]
+
+OperationT = TypeVar("OperationT", bound=Operation)
 
 # --------------------------------------------------------------------------
 # Assembly helpers shared by every op.
@@ -116,6 +116,12 @@ def parse_tail(parser: Parser) -> tuple[dict[str, Attribute], Attribute]:
     return attrs, parse_result_type(parser)
 
 
+def with_attributes(op: OperationT, attrs: dict[str, Attribute]) -> OperationT:
+    """The op with the extra attributes its custom syntax parsed (`{...}` before the colon)."""
+    op.attributes.update(attrs)
+    return op
+
+
 def check_result(op: Operation, expected: Attribute) -> None:
     got = op.results[0].type
     if got != expected:
@@ -160,9 +166,7 @@ class ElementwiseUnaryOp(PSKCoreOp):
     def parse(cls, parser: Parser) -> ElementwiseUnaryOp:
         operand = parse_value(parser)
         attrs, t = parse_tail(parser)
-        op = cls(operand, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(operand, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -190,9 +194,7 @@ class ElementwiseBinaryOp(PSKCoreOp):
         parser.parse_punctuation(",")
         rhs = parse_value(parser)
         attrs, t = parse_tail(parser)
-        op = cls(lhs, rhs, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(lhs, rhs, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -289,9 +291,7 @@ class PowOp(PSKCoreOp):
         parser.parse_punctuation(",")
         n = parser.parse_integer(allow_boolean=False, context_msg=" (the exponent)")
         attrs, t = parse_tail(parser)
-        op = cls(operand, n, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(operand, n, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -323,9 +323,7 @@ class WhereOp(PSKCoreOp):
     def parse(cls, parser: Parser) -> WhereOp:
         c, a, b = _parse_n_values(parser, 3, "where")
         attrs, t = parse_tail(parser)
-        op = cls(c, a, b, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(c, a, b, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -376,9 +374,7 @@ class ReductionOp(PSKCoreOp):
         operand = parse_value(parser)
         axes = parse_names(parser)
         attrs, t = parse_tail(parser)
-        op = cls(operand, axes, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(operand, axes, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -480,9 +476,7 @@ class EinOp(PSKCoreOp):
             if not parser.parse_optional_punctuation(","):
                 break
         attrs, t = parse_tail(parser)
-        op = cls(inputs, labels, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(inputs, labels, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -525,9 +519,7 @@ class SoftmaxOp(PSKCoreOp):
         (axis,) = _parse_one_name(parser, "softmax")
         mask = parse_value(parser) if parser.parse_optional_keyword("mask") else None
         attrs, t = parse_tail(parser)
-        op = cls(operand, axis, mask, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(operand, axis, mask, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -571,9 +563,7 @@ class CrossEntropyOp(PSKCoreOp):
         logits, targets = _parse_n_values(parser, 2, "cross_entropy")
         (axis,) = _parse_one_name(parser, "cross_entropy")
         attrs, t = parse_tail(parser)
-        op = cls(logits, targets, axis, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(logits, targets, axis, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -625,9 +615,7 @@ class LikeOp(PSKCoreOp):
     def parse(cls, parser: Parser) -> LikeOp:
         x, t = _parse_n_values(parser, 2, cls.name)
         attrs, rt = parse_tail(parser)
-        op = cls(x, t, rt)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(x, t, rt), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -830,9 +818,7 @@ class ArangeOp(PSKCoreOp):
     @classmethod
     def parse(cls, parser: Parser) -> ArangeOp:
         attrs, t = parse_tail(parser)
-        op = cls(t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(t), attrs)
 
     def print(self, printer: Printer) -> None:
         print_tail(printer, self)
@@ -894,9 +880,7 @@ class ConstantOp(PSKCoreOp):
                 parser.pos,
             )
         attrs, t = parse_tail(parser)
-        op = cls(value, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(value, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" " + format_float(self.number))
@@ -926,9 +910,7 @@ class SizeOp(PSKCoreOp):
     def parse(cls, parser: Parser) -> SizeOp:
         size = parser.parse_identifier(" (a size name)")
         attrs, t = parse_tail(parser)
-        op = cls(size, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(size, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {self.size.data}")
@@ -1032,9 +1014,7 @@ class FieldOp(PSKCoreOp):
         record = parse_value(parser)
         key = _parse_key(parser)
         attrs, t = parse_tail(parser)
-        op = cls(record, key, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(record, key, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -1081,9 +1061,7 @@ class SetFieldOp(PSKCoreOp):
         parser.parse_punctuation(",")
         value = parse_value(parser)
         attrs, t = parse_tail(parser)
-        op = cls(record, key, value, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(record, key, value, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -1116,9 +1094,7 @@ class TupleOp(PSKCoreOp):
     def parse(cls, parser: Parser) -> TupleOp:
         values = [] if _at_tail(parser) else parse_values(parser)
         attrs, t = parse_tail(parser)
-        op = cls(values, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(values, t), attrs)
 
     def print(self, printer: Printer) -> None:
         if self.elements:
@@ -1155,9 +1131,7 @@ class ProjOp(PSKCoreOp):
         index = parser.parse_integer(allow_boolean=False, allow_negative=False)
         parser.parse_punctuation("]")
         attrs, t = parse_tail(parser)
-        op = cls(tup, index, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(tup, index, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -1228,9 +1202,7 @@ class FoldOp(PSKCoreOp):
         init = parse_value(parser)
         parser.parse_punctuation(")")
         attrs, t = parse_tail(parser)
-        op = cls(callee, stacked, init, t)
-        op.attributes.update(attrs)
-        return op
+        return with_attributes(cls(callee, stacked, init, t), attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -1330,5 +1302,3 @@ PSKCore = Dialect(
     ],  # fmt: skip
     [RealType, TensorType, IndexTensorType, RecordType, TupleType],
 )
-
-_ = (size_attr, PSKType)  # re-exported for users of this module

@@ -28,6 +28,11 @@ from presk.interp.numerics import F64, Numerics, mp_numerics
 from presk.interp.values import align, tree_map
 
 
+def scalar_if_0d(value: Any) -> Any:
+    """A real is a Python number at run time, so a reduction to nothing unwraps its 0-d array."""
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
 def _names(t: Attribute) -> tuple[str, ...]:
     return t.names if isinstance(t, TensorType | IndexTensorType) else ()
 
@@ -135,7 +140,7 @@ class PSKCoreFunctions(InterpreterFunctions):
             if how == "mean":
                 count = int(np.prod([x.shape[i] for i in axes]))
                 out = out / self.num.const(float(count))
-        return out if np.ndim(out) else out[()] if isinstance(out, np.ndarray) else out
+        return scalar_if_0d(out)
 
     @impl(core.SumOp)
     def run_sum(self, interp: Interpreter, op: core.SumOp, args: tuple[Any, ...]):
@@ -155,7 +160,7 @@ class PSKCoreFunctions(InterpreterFunctions):
     def run_dot(self, interp: Interpreter, op: core.DotOp, args: tuple[Any, ...]):
         x, w = args
         out = np.tensordot(x, w, axes=([x.ndim - 1], [0]))
-        return (out if np.ndim(out) else out[()],)
+        return (scalar_if_0d(out),)
 
     @impl(core.EinOp)
     def run_ein(self, interp: Interpreter, op: core.EinOp, args: tuple[Any, ...]):
@@ -204,7 +209,7 @@ class PSKCoreFunctions(InterpreterFunctions):
     @impl(core.BroadcastLikeOp)
     def run_broadcast_like(self, interp: Interpreter, op: core.BroadcastLikeOp, args: tuple[Any, ...]):
         def leaf(types: Sequence[Attribute], values: Sequence[Any], rt: Attribute) -> Any:
-            (xt, tt), (x, tmpl) = types, values
+            (xt, _), (x, tmpl) = types, values
             if not isinstance(rt, TensorType):
                 return x
             return np.broadcast_to(align(x, xt, rt.names), np.shape(tmpl)).copy()
@@ -220,7 +225,7 @@ class PSKCoreFunctions(InterpreterFunctions):
             keep = _names(rt)
             summed = tuple(i for i, n in enumerate(xt.names) if n not in keep)
             out = np.sum(x, axis=summed) if summed else x
-            return out if np.ndim(out) else out[()] if isinstance(out, np.ndarray) else out
+            return scalar_if_0d(out)
 
         return (tree_map(leaf, [op.operand.type, op.template.type], args, op.result.type),)
 
@@ -308,7 +313,7 @@ def _slice_tree(value: Any, layer: int) -> Any:
     if isinstance(value, tuple):
         return tuple(_slice_tree(v, layer) for v in value)
     out = value[layer]
-    return out if np.ndim(out) else out[()] if isinstance(out, np.ndarray) else out
+    return scalar_if_0d(out)
 
 
 def find_entry(module: ModuleOp, entry: str) -> FuncOp:
