@@ -18,11 +18,14 @@ from xdsl.universe import Universe
 
 _DIALECTS: dict[str, str] = {
     "psk_core": "presk.dialects.psk_core:PSKCore",
+    "psk_realize": "presk.dialects.psk_realize:PSKRealize",
 }
 
 _PASSES: dict[str, str] = {
     "psk-inline": "presk.passes.inline:InlineCalls",
     "psk-bind": "presk.passes.bind:BindSizes",
+    "psk-fuse": "presk.passes.fuse:FuseElementwise",
+    "psk-realize": "presk.passes.realize:RealizeSites",
 }
 
 

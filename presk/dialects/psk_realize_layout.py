@@ -1,0 +1,185 @@
+"""The nine layout decisions of a nest: their kinds, domains and defaults (the seed's table).
+
+A layout is a record of decisions, each a JSON value exactly as a plan
+writes it (`"tile": [4, 16]`, `"split": {"depth": 1, "workers": 2}`). This
+module knows, for each decision, which nests have it and which values it
+takes, independently of shapes; the shape-dependent conditions (a tile
+divides its axes, lanes fit the register) are checked when a nest is
+launched. It also gives the default of every decision at a nest, which is
+what a nest not mentioned in a plan runs with.
+
+Two defaults are the executor's and stay symbolic here: `lanes = "widest"`
+(the register's width on the native backend where it divides the tile's
+columns, one on the kernel interpreter) and `split = "executor"` (every
+worker on the outermost loop above four million weighted operations). They
+depend on the machine and the backend, and a printed program must not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from itertools import permutations
+from typing import Any
+
+from presk.dialects.psk_core_types import Size
+from presk.dialects.psk_realize_nests import Contraction, NestKind
+
+DECISIONS: tuple[str, ...] = ("form", "tile", "kblock", "order", "lanes", "split", "pack", "passes", "epilogue")
+"""In the seed's order, which is also the printing order."""
+
+KIND_DECISIONS: dict[NestKind, tuple[str, ...]] = {
+    "contraction": ("form", "tile", "kblock", "order", "lanes", "split", "pack", "epilogue"),
+    "softmax": ("passes", "split"),
+    "other": ("split",),
+}
+
+KIND_PHRASE: dict[NestKind, str] = {
+    "contraction": "a contraction",
+    "softmax": "a softmax",
+    "other": "neither a contraction nor a softmax, so its only decision is the split",
+}
+
+FORMS = ("tiled", "row-wise")
+TILE_ROWS = (1, 2, 4)
+TILE_COLS = (4, 8, 16)
+KBLOCKS = ("none", 32, 128)
+ORDERS_WITHOUT_KBLOCK = ("IJ", "JI")
+ORDERS_WITH_KBLOCK = tuple("".join(p) for p in permutations("IJK"))
+LANES = (1, 2, 4, 8, 16)
+"""Every width some register has; whether this machine's register has it is checked at launch."""
+MAX_SPLIT_DEPTH = 2
+PASSES = (2, 3)
+
+Json = Any
+
+
+def _is_int(value: Json) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_form(value: Json) -> str | None:
+    return None if value in FORMS else f"the form is \"tiled\" or \"row-wise\", not {_show(value)}"
+
+
+def _check_tile(value: Json) -> str | None:
+    if not (isinstance(value, list) and len(value) == 2 and all(_is_int(v) for v in value)):
+        return f"a tile is [m_i, n_j], two integers, not {_show(value)}"
+    if value == [1, 1] or (value[0] in TILE_ROWS and value[1] in TILE_COLS):
+        return None
+    return f"a tile is [1, 1], or m_i in 1, 2, 4 and n_j in 4, 8, 16; not {_show(value)}"
+
+
+def _check_kblock(value: Json) -> str | None:
+    if value == "none" or (_is_int(value) and value in KBLOCKS):
+        return None
+    return f"a k-block is \"none\", 32 or 128, not {_show(value)}"
+
+
+def _check_order(value: Json) -> str | None:
+    if value in ORDERS_WITHOUT_KBLOCK or value in ORDERS_WITH_KBLOCK:
+        return None
+    return f"an order is \"IJ\", \"JI\", or with a k-block a permutation of \"IJK\"; not {_show(value)}"
+
+
+def _check_lanes(value: Json) -> str | None:
+    if _is_int(value) and value in LANES:
+        return None
+    return f"lanes are 1 or a register's width (2, 4, 8, 16), not {_show(value)}"
+
+
+def _check_split(value: Json) -> str | None:
+    if value == "none":
+        return None
+    if not isinstance(value, dict) or set(value) != {"depth", "workers"}:
+        return f"a split is \"none\" or {{\"depth\": d, \"workers\": p}}, not {_show(value)}"
+    depth, workers = value["depth"], value["workers"]
+    if not _is_int(depth) or not 0 <= depth <= MAX_SPLIT_DEPTH:
+        return f"a split's depth is 0, 1 or 2 (the loop, outermost first), not {_show(depth)}"
+    if not _is_int(workers) or workers < 1:
+        return f"a split's workers are a positive integer, not {_show(workers)}"
+    return None
+
+
+def _check_bool(what: str) -> Callable[[Json], str | None]:
+    def check(value: Json) -> str | None:
+        return None if isinstance(value, bool) else f"{what} is true or false, not {_show(value)}"
+
+    return check
+
+
+def _check_passes(value: Json) -> str | None:
+    return None if _is_int(value) and value in PASSES else f"a softmax takes 2 or 3 passes, not {_show(value)}"
+
+
+DOMAIN_CHECKS: dict[str, Callable[[Json], str | None]] = {
+    "form": _check_form,
+    "tile": _check_tile,
+    "kblock": _check_kblock,
+    "order": _check_order,
+    "lanes": _check_lanes,
+    "split": _check_split,
+    "pack": _check_bool("a pack"),
+    "passes": _check_passes,
+    "epilogue": _check_bool("an epilogue"),
+}
+
+
+def _show(value: Json) -> str:
+    return json.dumps(value)
+
+
+def domain_violation(decisions: Mapping[str, Json]) -> tuple[str, str] | None:
+    """The first (decision, reason) whose value is outside its domain, shapes aside.
+
+    Includes the one cross-decision rule that needs no shape: the block
+    loops' order names K exactly when there is a k-block.
+    """
+    for name, value in decisions.items():
+        if name not in DOMAIN_CHECKS:
+            return name, f"there is no decision \"{name}\"; the decisions are {', '.join(DECISIONS)}"
+        if (reason := DOMAIN_CHECKS[name](value)) is not None:
+            return name, reason
+    order, kblock = decisions.get("order"), decisions.get("kblock", "none")
+    if order is not None:
+        if kblock == "none" and order not in ORDERS_WITHOUT_KBLOCK:
+            return "order", f"order {_show(order)} names K, but there is no k-block: without one the order is \"IJ\" or \"JI\""
+        if kblock != "none" and order not in ORDERS_WITH_KBLOCK:
+            return "order", f"with a k-block of {kblock} the order is a permutation of \"IJK\", not {_show(order)}"
+    return None
+
+
+def kind_violation(kind: NestKind, decisions: Mapping[str, Json]) -> tuple[str, str] | None:
+    """The first decision stated on a nest whose kind does not have it."""
+    for name in decisions:
+        if name not in KIND_DECISIONS[kind]:
+            return name, f"\"{name}\" is not a decision of this nest, which is {KIND_PHRASE[kind]}"
+    return None
+
+
+def default_layout(kind: NestKind, shape: Contraction | None, storage: str) -> dict[str, Json]:
+    """The default of every decision of a nest's kind (the kernel 0.6.0 lowered).
+
+    `storage` is the nest's storage type name (`f64`, `f32`, `bf16`); a dot's
+    form and tile depend on whether J is a multiple of eight, which is
+    `"at launch"` while J is an unbound dimension.
+    """
+    if kind == "softmax":
+        return {"passes": 3, "split": "executor"}
+    if kind == "other" or shape is None:
+        return {"split": "executor"}
+    eight = _multiple_of_eight(shape.j_size) if shape.is_dot else False
+    if eight is None:
+        return {"form": "at launch", "tile": "at launch", "kblock": "none", "order": "IJ", "lanes": "widest",
+                "split": "executor", "pack": False, "epilogue": False}  # fmt: skip
+    if shape.is_dot and not eight and storage != "bf16":
+        return {"form": "row-wise", "split": "executor", "epilogue": False}
+    tile = [1, 8] if eight else [1, 1]
+    # Lanes run along J: on an NT contraction J is not contiguous without a pack.
+    lanes: Json = "widest" if tile[1] > 1 and not shape.nt and storage != "bf16" else 1
+    return {"form": "tiled", "tile": tile, "kblock": "none", "order": "IJ", "lanes": lanes,
+            "split": "executor", "pack": False, "epilogue": False}  # fmt: skip
+
+
+def _multiple_of_eight(size: Size) -> bool | None:
+    return size % 8 == 0 if isinstance(size, int) else None

@@ -1,0 +1,423 @@
+"""Compiling LLVM IR to native kernels, with in-memory and on-disk caches.
+
+Kernel ABI (fixed; `presk.lowering.kernel_to_llvm` emits it, the executor calls it):
+
+    void @name(ptr %args, i64 %lo, i64 %hi)
+
+`%args` points to an array of buffer base pointers, one `ptr` per buffer in
+the kernel's buffer order (see `presk.jit.buffers.PointerArray`); `[lo, hi)`
+is the range of iterations of the kernel's outermost parallel loop that this
+call runs: the whole range when the kernel is not split, one chunk of it per
+worker when it is (`presk.jit.pool.WorkerPool`). One signature for every
+kernel means one ctypes prototype, no per-kernel marshalling, and a split
+that needs nothing from the kernel but its range.
+
+How a module is compiled, and why:
+- O3 with the new pass manager for the host CPU's name and features (so zmm
+  registers exist); function attributes such as `prefer-vector-width` are the
+  IR generator's business. No fast-math flag is added here: the numerics
+  policy (DESIGN.md §2) is decided by the IR.
+- Code generation happens here (`TargetMachine.emit_object`), not inside
+  MCJIT: the object's undefined symbols are checked before MCJIT links it,
+  because MCJIT aborts the whole process on an unresolved symbol. The object
+  is handed to MCJIT through its object cache (`getbuffer`), so MCJIT loads
+  it instead of compiling the module again. The same bytes go to disk.
+- Each MCJIT engine gets its own `TargetMachine`: MCJIT takes ownership of
+  it, and two engines sharing one crash the process when the second dies.
+- LLVM's context is process-global in llvmlite, so compilation is serialised
+  by one lock; calling compiled kernels needs no lock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import struct
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import llvmlite.binding as llvm
+
+from presk.cost.machine import Machine, host_machine, initialize_llvm
+from presk.diagnostics import PreskError
+
+KernelFunction = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+"""The ctypes prototype of every kernel; ctypes releases the GIL during the call."""
+
+KERNEL_TYPE = "void (ptr, i64, i64)"
+"""The kernel ABI's LLVM function type, as llvmlite prints it."""
+
+CACHE_ENV = "PRESK_CACHE_DIR"
+OBJECT_SUFFIX = ".pskobj"
+_CACHE_FORMAT = b"presk-kernel-object-v1"
+"""Part of every disk key and file header: bump it to orphan old cache files."""
+_HEADER = struct.Struct("<16s32sQ")
+"""Disk file header: magic, sha256 of the object bytes, their length."""
+_MAGIC = b"PRESKOBJ\x00\x00\x00\x00\x00\x00\x00\x01"
+
+_LLVM_LOCK = threading.RLock()
+
+INTRINSIC_FAMILIES: tuple[str, ...] = (
+    "llvm.fma.", "llvm.fmuladd.", "llvm.sqrt.", "llvm.fabs.", "llvm.copysign.",
+    "llvm.minnum.", "llvm.maxnum.", "llvm.minimum.", "llvm.maximum.",
+    "llvm.floor.", "llvm.ceil.", "llvm.trunc.", "llvm.rint.", "llvm.nearbyint.",
+    "llvm.round.", "llvm.roundeven.", "llvm.lround.", "llvm.lrint.",
+    "llvm.exp.", "llvm.exp2.", "llvm.log.", "llvm.log2.", "llvm.log10.",
+    "llvm.pow.", "llvm.powi.", "llvm.tanh.", "llvm.is.fpclass.",
+    "llvm.fptosi.sat.", "llvm.fptoui.sat.",
+    "llvm.smax.", "llvm.smin.", "llvm.umax.", "llvm.umin.", "llvm.abs.",
+    "llvm.vector.reduce.", "llvm.masked.", "llvm.x86.",
+    "llvm.memcpy.", "llvm.memmove.", "llvm.memset.",
+    "llvm.lifetime.", "llvm.assume", "llvm.expect.", "llvm.prefetch.",
+)
+"""Intrinsic families a kernel may declare. LLVM accepts any `llvm.*` name and
+emits a call to an unknown one as a plain (unresolvable) symbol, so names are
+checked; the libm calls an intrinsic lowers to are checked on the object."""
+
+_LINKER_SYMBOLS = frozenset({"_GLOBAL_OFFSET_TABLE_"})
+"""Undefined in objects by convention; the runtime linker provides them."""
+
+
+def _fail(message: str) -> PreskError:
+    return PreskError("E5001", f"native compilation failed: {message}")
+
+
+@dataclass
+class EngineStats:
+    """What the caches did: tests assert on it, `--profile` can print it."""
+
+    compiled: int = 0
+    """Modules optimised and code-generated in this engine."""
+    memory_hits: int = 0
+    disk_hits: int = 0
+    disk_rejected: int = 0
+    """Cache files found but refused (truncated, corrupt, foreign) and recompiled."""
+    disk_write_errors: int = 0
+
+
+class CompiledKernel:
+    """One kernel of a compiled module: its address and a ready ctypes callable.
+
+    Holds its `CompiledModule`, so the machine code stays mapped while any
+    kernel of the module is reachable.
+    """
+
+    __slots__ = ("name", "address", "_module", "_function")
+
+    def __init__(self, name: str, address: int, module: CompiledModule) -> None:
+        self.name = name
+        self.address = address
+        self._module = module
+        self._function: Callable[[int, int, int], None] = KernelFunction(address)
+
+    @property
+    def function(self) -> Callable[[int, int, int], None]:
+        """The ctypes callable `(args_ptr, lo, hi)`, built once."""
+        return self._function
+
+    def __call__(self, args_ptr: int, lo: int, hi: int) -> None:
+        self._function(args_ptr, lo, hi)
+
+    def __repr__(self) -> str:
+        return f"CompiledKernel({self.name!r}, address={self.address:#x})"
+
+
+class CompiledModule:
+    """A module loaded into its own MCJIT engine; `kernel(name)` gives its kernels."""
+
+    def __init__(self, key: str, engine: llvm.ExecutionEngine, functions: dict[str, str]) -> None:
+        self.key = key
+        self._engine = engine
+        self._functions = functions
+        """Defined function name → its LLVM type, for the ABI check."""
+        self._kernels: dict[str, CompiledKernel] = {}
+
+    @property
+    def function_names(self) -> tuple[str, ...]:
+        return tuple(self._functions)
+
+    def kernel(self, name: str) -> CompiledKernel:
+        """The kernel `name`, refusing a missing function or one not of the kernel ABI.
+
+        Calling a function through the wrong prototype would corrupt the stack
+        silently, so the type is checked once here.
+        """
+        kernel = self._kernels.get(name)
+        if kernel is not None:
+            return kernel
+        fn_type = self._functions.get(name)
+        if fn_type is None:
+            known = ", ".join(f"@{n}" for n in self._functions) or "none"
+            raise _fail(f"no function @{name} in the module (defined: {known})")
+        if fn_type != KERNEL_TYPE:
+            raise _fail(f"@{name} has type '{fn_type}'; a kernel is '{KERNEL_TYPE}'")
+        with _LLVM_LOCK:
+            address = self._engine.get_function_address(name)
+        if not address:
+            raise _fail(f"@{name} has no address after linking")
+        kernel = self._kernels[name] = CompiledKernel(name, address, self)
+        return kernel
+
+
+def default_cache_dir() -> Path:
+    """`$PRESK_CACHE_DIR`, else `$XDG_CACHE_HOME/presk/kernels`, else `~/.cache/presk/kernels`."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "presk" / "kernels"
+
+
+def clear_disk_cache(cache_dir: str | os.PathLike[str] | None = None) -> int:
+    """Remove presk's cached objects (and stray temporary files); returns how many.
+
+    Only presk's own files are removed: the directory may be one the user
+    pointed `PRESK_CACHE_DIR` at.
+    """
+    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if not directory.is_dir():
+        return 0
+    removed = 0
+    for path in directory.iterdir():
+        if path.name.endswith(OBJECT_SUFFIX) or (OBJECT_SUFFIX + ".") in path.name:
+            try:
+                path.unlink()
+                removed += 1
+            except FileNotFoundError:
+                pass  # another process cleared it first
+    return removed
+
+
+class _DiskCache:
+    """Object files by key, one file each, written atomically and verified on read."""
+
+    def __init__(self, directory: Path, stats: EngineStats) -> None:
+        self.directory = directory
+        self._stats = stats
+
+    def _path(self, key: str) -> Path:
+        return self.directory / f"{key}{OBJECT_SUFFIX}"
+
+    def load(self, key: str) -> bytes | None:
+        try:
+            data = self._path(key).read_bytes()
+        except OSError:
+            return None
+        if len(data) >= _HEADER.size:
+            magic, digest, length = _HEADER.unpack_from(data)
+            payload = data[_HEADER.size :]
+            if magic == _MAGIC and length == len(payload) and hashlib.sha256(payload).digest() == digest:
+                return payload
+        self._stats.disk_rejected += 1
+        return None
+
+    def store(self, key: str, payload: bytes) -> None:
+        """Write via a temporary file and `os.replace`, so readers in other
+        processes see either no file or a whole one. A failure to write only
+        costs a recompilation later, so it is counted, not raised."""
+        header = _HEADER.pack(_MAGIC, hashlib.sha256(payload).digest(), len(payload))
+        target = self._path(key)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(dir=self.directory, prefix=target.name + ".", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as file:
+                    file.write(header)
+                    file.write(payload)
+                os.replace(temp, target)
+            except BaseException:
+                Path(temp).unlink(missing_ok=True)
+                raise
+        except OSError:
+            self._stats.disk_write_errors += 1
+
+
+class JitEngine:
+    """Compiles LLVM IR modules for the host and caches the results.
+
+    `compile(ir, layout_key)` returns the same `CompiledModule` for the same
+    IR, machine and layout key: from memory in this engine, else from the disk
+    cache (shared by processes), else by compiling.
+    """
+
+    def __init__(
+        self,
+        machine: Machine | None = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        disk_cache: bool = True,
+    ) -> None:
+        initialize_llvm()
+        self.machine = machine if machine is not None else host_machine()
+        self.stats = EngineStats()
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self._disk = _DiskCache(self.cache_dir, self.stats) if disk_cache else None
+        self._modules: dict[str, CompiledModule] = {}
+        self._machine_key = self.machine.key()
+        self._codegen_target: llvm.TargetMachine | None = None
+
+    def _new_target_machine(self) -> llvm.TargetMachine:
+        return llvm.Target.from_triple(self.machine.triple).create_target_machine(
+            cpu=self.machine.cpu_name,
+            features=self.machine.feature_string(),
+            opt=3,
+            jit=True,
+        )
+
+    def _codegen(self) -> llvm.TargetMachine:
+        """The engine's target machine for optimising and emitting objects.
+
+        Never given to MCJIT (which would take ownership), so it can be reused.
+        """
+        if self._codegen_target is None:
+            self._codegen_target = self._new_target_machine()
+        return self._codegen_target
+
+    def cache_key(self, ir: str, layout_key: str = "") -> str:
+        digest = hashlib.sha256()
+        for part in (_CACHE_FORMAT, llvm.llvm_version_info, ir, self._machine_key, layout_key):
+            text = str(part).encode()
+            digest.update(len(text).to_bytes(8, "little"))
+            digest.update(text)
+        return digest.hexdigest()
+
+    def compile(self, ir: str, layout_key: str = "") -> CompiledModule:
+        """Compile (or fetch) the module of `ir`; an `E5001` PreskError if it cannot be."""
+        ir = str(ir)
+        key = self.cache_key(ir, layout_key)
+        compiled = self._modules.get(key)
+        if compiled is not None:
+            self.stats.memory_hits += 1
+            return compiled
+        with _LLVM_LOCK:
+            compiled = self._modules.get(key)
+            if compiled is not None:
+                self.stats.memory_hits += 1
+                return compiled
+            compiled = self._compile(ir, key)
+            self._modules[key] = compiled
+            return compiled
+
+    def kernel(self, ir: str, name: str, layout_key: str = "") -> CompiledKernel:
+        """Shorthand for `compile(ir, layout_key).kernel(name)`."""
+        return self.compile(ir, layout_key).kernel(name)
+
+    def assembly(self, ir: str) -> str:
+        """The optimised module's assembly, for inspection (which registers, which calls)."""
+        with _LLVM_LOCK:
+            module = self._parse(str(ir))
+            self._optimize(module)
+            return self._codegen().emit_assembly(module)
+
+    def _parse(self, ir: str) -> llvm.ModuleRef:
+        try:
+            module = llvm.parse_assembly(ir)
+            module.verify()
+        except RuntimeError as error:
+            raise _fail(f"invalid LLVM IR: {str(error).strip()}") from None
+        module.triple = self.machine.triple
+        module.data_layout = str(self._codegen().target_data)
+        return module
+
+    def _optimize(self, module: llvm.ModuleRef) -> None:
+        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+        tuning.slp_vectorization = True  # on at O3 in clang; llvmlite leaves it off
+        builder = llvm.create_pass_builder(self._codegen(), tuning)
+        builder.getModulePassManager().run(module, builder)
+
+    def _compile(self, ir: str, key: str) -> CompiledModule:
+        module = self._parse(ir)
+        _check_declarations(module)
+        functions = {
+            fn.name: str(fn.global_value_type) for fn in module.functions if not fn.is_declaration
+        }
+        obj = self._disk.load(key) if self._disk is not None else None
+        if obj is not None:
+            self.stats.disk_hits += 1
+        else:
+            self._optimize(module)
+            try:
+                obj = self._codegen().emit_object(module)
+            except RuntimeError as error:
+                raise _fail(f"code generation: {error}") from None
+            self.stats.compiled += 1
+            if self._disk is not None:
+                self._disk.store(key, obj)
+        _check_object_symbols(obj)
+        return CompiledModule(key, self._load(module, obj), functions)
+
+    def _load(self, module: llvm.ModuleRef, obj: bytes) -> llvm.ExecutionEngine:
+        """An MCJIT engine of its own holding `module`, whose code is `obj`.
+
+        `getbuffer` hands MCJIT the checked object, so it never generates code
+        itself (and never meets a symbol that was not checked).
+        """
+        try:
+            engine = llvm.create_mcjit_compiler(module, self._new_target_machine())
+        except RuntimeError as error:
+            raise _fail(f"creating the execution engine: {error}") from None
+        engine.set_object_cache(getbuffer_func=lambda _module: obj)
+        engine.finalize_object()
+        return engine
+
+
+def _check_declarations(module: llvm.ModuleRef) -> None:
+    """Refuse a module declaring a symbol this process cannot provide.
+
+    MCJIT aborts the process (not a Python exception) on an unresolved symbol,
+    so this must run before the module reaches an engine.
+    """
+    for fn in module.functions:
+        if not fn.is_declaration:
+            continue
+        if fn.name.startswith("llvm."):
+            if not fn.name.startswith(INTRINSIC_FAMILIES):
+                raise _fail(f"unsupported LLVM intrinsic @{fn.name} (unresolved symbol)")
+        elif not llvm.address_of_symbol(fn.name):
+            raise _fail(f"unresolved symbol @{fn.name}: no function of that name in this process")
+    for var in module.global_variables:
+        if var.is_declaration and not llvm.address_of_symbol(var.name):
+            raise _fail(f"unresolved symbol @{var.name}: no global of that name in this process")
+
+
+def _check_object_symbols(obj: bytes) -> None:
+    """Refuse an object needing a symbol this process lacks (e.g. a compiler-rt
+    helper such as `__divti3` that a 128-bit division lowers to)."""
+    for name in undefined_symbols(obj):
+        if name not in _LINKER_SYMBOLS and not llvm.address_of_symbol(name):
+            raise _fail(f"unresolved symbol '{name}' in the generated code (a runtime library call this process lacks)")
+
+
+_ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+_ELF_SECTION = struct.Struct("<IIQQQQIIQQ")
+_ELF_SYMBOL = struct.Struct("<IBBHQQ")
+_SHT_SYMTAB = 2
+
+
+def undefined_symbols(obj: bytes) -> list[str]:
+    """Names an ELF64 little-endian object needs from elsewhere; [] for other formats.
+
+    llvmlite exposes an object's sections but not its symbols, and this is all
+    the linking check needs, so the symbol table is read directly.
+    """
+    if len(obj) < _ELF_HEADER.size or obj[:6] != b"\x7fELF\x02\x01":
+        return []
+    header = _ELF_HEADER.unpack_from(obj)
+    section_offset, section_count = header[6], header[12]
+    sections = [_ELF_SECTION.unpack_from(obj, section_offset + i * _ELF_SECTION.size) for i in range(section_count)]
+    names: list[str] = []
+    for _name, kind, _flags, _addr, offset, size, link, _info, _align, entry_size in sections:
+        if kind != _SHT_SYMTAB or entry_size != _ELF_SYMBOL.size:
+            continue
+        strings_offset = sections[link][4]
+        for at in range(offset + entry_size, offset + size, entry_size):  # entry 0 is null
+            name_offset, _info, _other, section_index, _value, _size = _ELF_SYMBOL.unpack_from(obj, at)
+            if section_index == 0 and name_offset:
+                start = strings_offset + name_offset
+                names.append(obj[start : obj.index(b"\x00", start)].decode())
+    return names
