@@ -25,6 +25,7 @@ from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, Size, TensorType, TupleType
 from presk.interp.numerics import F64, Numerics, mp_numerics
+from presk.interp.realized import PSKRealizeFunctions, argument_storage, to_storage
 from presk.interp.values import align, tree_map
 
 
@@ -183,7 +184,8 @@ class PSKCoreFunctions(InterpreterFunctions):
         # The maximum and the sum run over allowed positions; refused ones get 0.
         m = np.max(np.where(allowed, x, self.num.neg_inf), axis=axis, keepdims=True)
         m = np.where(m == self.num.neg_inf, self.num.const(0.0), m)
-        e = np.where(allowed, self.num.exp(x - m), self.num.const(0.0))
+        with np.errstate(over="ignore"):  # exp of refused positions overflows, and is discarded
+            e = np.where(allowed, self.num.exp(x - m), self.num.const(0.0))
         s = np.sum(e, axis=axis, keepdims=True)
         safe = np.where(s == 0, self.num.const(1.0), s)
         return (np.where(s == 0, self.num.const(0.0), e / safe),)
@@ -327,14 +329,24 @@ def find_entry(module: ModuleOp, entry: str) -> FuncOp:
 def run_entry(
     module: ModuleOp, entry: str, inputs: Sequence[Any], env: Mapping[str, int], bits: int | None = None
 ) -> list[Any]:
-    """Run `@entry` on `inputs` (f64 data; converted exactly to mpmath when `bits` is given)."""
+    """Run `@entry` on `inputs` (f64 data; converted exactly to mpmath when `bits` is given).
+
+    A realized program (after `psk-realize`) rounds its arguments to its
+    default storage type and each site's value to the site's.
+    """
     func = find_entry(module, entry)
     numerics = F64 if bits is None else mp_numerics(bits)
+    storage = argument_storage(module)
+    if storage is not None and bits is not None:
+        raise PreskError("E4001", "--bits runs the reference interpreter in mpmath; a realized program runs in its machine types")
     with numerics.context or nullcontext():
         args = [convert(v, t, numerics) for v, t in zip(inputs, func.function_type.inputs.data)]
+        if storage is not None:
+            args = [to_storage(a, storage) for a in args]
         interpreter = Interpreter(module)
         interpreter.register_implementations(FuncFunctions())
         interpreter.register_implementations(PSKCoreFunctions(numerics, env))
+        interpreter.register_implementations(PSKRealizeFunctions())
         return list(interpreter.call_op(entry, tuple(args)))
 
 

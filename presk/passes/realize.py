@@ -36,6 +36,7 @@ from presk.dialects.psk_realize import (
 )
 from presk.dialects.psk_realize_layout import domain_violation, kind_violation
 from presk.dialects.psk_realize_nests import LAUNCHING_OPS, is_elementwise
+from presk.interp.realized import DEFAULT_ATTRIBUTE
 from presk.ir.locations import error_at
 from presk.ir.verify import exception_message
 from presk.plans import Plan, plan_from_options
@@ -92,6 +93,7 @@ def apply_plan(module: ModuleOp, plan: Plan) -> None:
             raise error_at(op, code, f"{plan.source}: {text}") from None
         layout = op.layout or LayoutAttr({})
         op.layout = layout.with_defaults(resolved_defaults(op, env))
+    module.attributes[DEFAULT_ATTRIBUTE] = StringAttr(plan.realization.default)
     if plan.profile is not None:
         module.attributes["psk_realize.profile"] = StringAttr(plan.profile)
 

@@ -1,0 +1,123 @@
+"""Buffers handed to native kernels: checking them, and passing their addresses.
+
+A native kernel trusts its buffers blindly (see the ABI in `presk.jit.engine`):
+a wrong shape reads past the end, a strided view reads the wrong elements, a
+read-only output is written anyway. So every mismatch is refused here, with
+the kernel and buffer named, before any native call; nothing after this
+point can report an error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from presk.diagnostics import PreskError
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """What a kernel expects of one buffer."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    output: bool = False
+    """The kernel writes it, so a read-only array is refused."""
+    alignment: int | None = None
+    """Byte alignment the kernel's loads assume; None means the element size."""
+
+    def __post_init__(self) -> None:
+        # Normalised so that a check is a plain `==` (np.float32 and [2, 3] accepted).
+        object.__setattr__(self, "shape", tuple(int(size) for size in self.shape))
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+
+    def describe(self) -> str:
+        return f"shape {self.shape} {_dtype_text(self.dtype)}"
+
+
+def _dtype_text(dtype: np.dtype) -> str:
+    return dtype.name if dtype.isnative else f"{dtype.name} ({dtype.str}, non-native byte order)"
+
+
+def _describe(array: np.ndarray) -> str:
+    return f"shape {array.shape} {_dtype_text(array.dtype)}"
+
+
+def _problem(spec: BufferSpec, array: object) -> str | None:
+    """Why `array` cannot be `spec`'s buffer, or None if it can."""
+    if not isinstance(array, np.ndarray):
+        return f"expected a numpy array with {spec.describe()}, got {type(array).__name__}"
+    if array.shape != spec.shape or array.dtype != spec.dtype:
+        return f"expected {spec.describe()}, got {_describe(array)}"
+    if not array.flags.c_contiguous:
+        return f"expected a C-contiguous array, got strides {array.strides} (pass np.ascontiguousarray(...))"
+    if not array.flags.aligned:
+        return f"expected an array aligned to its {array.dtype.itemsize}-byte elements"
+    if spec.alignment is not None and spec.alignment > array.dtype.itemsize:
+        if array.__array_interface__["data"][0] % spec.alignment:
+            return f"expected an array aligned to {spec.alignment} bytes"
+    if spec.output and not array.flags.writeable:
+        return "the kernel writes this buffer, but the array is read-only"
+    return None
+
+
+def check_buffers(
+    kernel_name: str,
+    specs: Sequence[BufferSpec],
+    arrays: Sequence[np.ndarray],
+    names: Sequence[str] | None = None,
+) -> None:
+    """Refuse arrays a kernel cannot safely use, with an E4003 naming the buffer.
+
+    Cheap when all is well (a few attribute reads per buffer): it runs on
+    every launch.
+    """
+    if len(arrays) != len(specs):
+        raise PreskError("E4003", f"kernel '{kernel_name}' takes {len(specs)} buffers, got {len(arrays)}")
+    for index, (spec, array) in enumerate(zip(specs, arrays)):
+        problem = _problem(spec, array)
+        if problem is not None:
+            name = f" '{names[index]}'" if names is not None and index < len(names) else ""
+            raise PreskError("E4003", f"kernel '{kernel_name}', buffer {index}{name}: {problem}")
+
+
+class PointerArray:
+    """The kernel's `ptr %args`: a C array of buffer base pointers, kept up to date.
+
+    Reading an array's address costs about a microsecond, so a slot is only
+    rewritten when a different array object comes in; launching the same
+    buffers again costs one identity test per buffer. The arrays are held, so
+    an address stays valid while it is in the table (numpy never moves a live
+    array's data, short of `resize(refcheck=False)`).
+    """
+
+    __slots__ = ("_arrays", "_table", "address")
+
+    def __init__(self, count: int) -> None:
+        self._arrays: list[object] = [None] * count
+        self._table = (ctypes.c_void_p * max(count, 1))()
+        self.address: int = ctypes.addressof(self._table)
+        """What to pass as the kernel's `args` argument."""
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def update(self, arrays: Sequence[np.ndarray]) -> int:
+        """Point the table at `arrays` (checked beforehand) and return its address."""
+        held = self._arrays
+        if len(arrays) != len(held):
+            raise ValueError(f"PointerArray holds {len(held)} pointers, got {len(arrays)} arrays")
+        for index, array in enumerate(arrays):
+            if array is not held[index]:
+                self._table[index] = array.__array_interface__["data"][0]
+                held[index] = array
+        return self.address
+
+    def clear(self) -> None:
+        """Drop the held arrays (their memory can then be freed)."""
+        for index in range(len(self._arrays)):
+            self._arrays[index] = None
+            self._table[index] = None

@@ -1,0 +1,84 @@
+"""Running a split kernel's range on several threads.
+
+A split (`psk-split`) divides the kernel's outermost parallel loop `[0, n)`
+into one contiguous chunk per worker; the kernel ABI takes `[lo, hi)`, so a
+chunk is just a call. Threads suffice because ctypes releases the GIL for
+the duration of a native call. The threads persist across launches (starting
+one costs far more than a small kernel), and the calling thread runs a chunk
+itself instead of idling while it waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+Kernel = Callable[[int, int, int], None]
+"""`kernel(args_ptr, lo, hi)`: a `CompiledKernel` or anything called like one."""
+
+
+def split_range(n: int, workers: int) -> list[tuple[int, int]]:
+    """`[0, n)` as at most `workers` contiguous, non-empty chunks differing in size by at most one.
+
+    Balanced rather than ceil-sized, so that no worker is left with a much
+    smaller last chunk (with n=9, workers=4: 2,2,2,3 and not 3,3,3,0).
+    """
+    parts = max(1, min(workers, n))
+    return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
+
+
+class WorkerPool:
+    """`workers` threads (the caller's included) for running split kernels."""
+
+    def __init__(self, workers: int) -> None:
+        if workers < 1:
+            raise ValueError(f"a worker pool needs at least one worker, got {workers}")
+        self.workers = workers
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._closed:
+            raise RuntimeError("the worker pool is closed")
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=self.workers - 1, thread_name_prefix="presk-worker")
+        return self._executor
+
+    def run(self, kernel: Kernel, args_ptr: int, n: int) -> None:
+        """Run `kernel` over `[0, n)`, split into `workers` chunks; return when all are done.
+
+        Every chunk finishes before this returns or raises, even when one
+        fails: the caller may free the buffers as soon as it regains control.
+        The first failure (the caller's own chunk first) is re-raised.
+        """
+        if self.workers == 1 or n < 2:
+            if n > 0:
+                kernel(args_ptr, 0, n)
+            return
+        chunks = split_range(n, self.workers)
+        submit = self._pool().submit
+        futures: list[Future[None]] = [submit(kernel, args_ptr, lo, hi) for lo, hi in chunks[1:]]
+        error: BaseException | None = None
+        try:
+            kernel(args_ptr, *chunks[0])
+        except BaseException as own:  # noqa: BLE001 - re-raised after the others finish
+            error = own
+        for future in futures:
+            failure = future.exception()
+            if error is None:
+                error = failure
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        """Stop the threads (waiting for running chunks); later `run`s with splits fail."""
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
