@@ -19,6 +19,7 @@ from xdsl.universe import Universe
 _DIALECTS: dict[str, str] = {
     "psk_core": "presk.dialects.psk_core:PSKCore",
     "psk_realize": "presk.dialects.psk_realize:PSKRealize",
+    "psk_kernel": "presk.dialects.psk_kernel:PSKKernel",
 }
 
 _PASSES: dict[str, str] = {
@@ -26,6 +27,7 @@ _PASSES: dict[str, str] = {
     "psk-bind": "presk.passes.bind:BindSizes",
     "psk-fuse": "presk.passes.fuse:FuseElementwise",
     "psk-realize": "presk.passes.realize:RealizeSites",
+    "psk-lower-kernel": "presk.lowering.realize_to_kernel:LowerToKernel",
 }
 
 

@@ -2,37 +2,81 @@
 
 `--stage core` prints the verified PSK-Core program, bound to the given
 sizes when `--dim`/`--const` are passed (so the types show the integers a
-run would use). Later stages (realize, kernel, llvm) come with their
-dialects.
+run would use). `--stage realize` (alias `sched`, its name until PSK-Sched
+was renamed) prints it after `psk-fuse` and `psk-realize`: every launch a
+`psk_realize.group` or `psk_realize.nest` carrying its site name, its
+realization (`--realize`, f64 by default, or the plan's) and its layout,
+the decisions the plan states and, inside `default(...)`, the defaults of
+the others at the site's types. Both print with the file's type aliases.
+
+The realize stage keeps the names `--stage core` prints: every value is
+printed with its binding in the core dump, and a site with its root's, so
+`%6 = psk_realize.group "LayerNorm.apply/%6"` is the group whose root is
+the core dump's `%6`, the name a plan uses. (`presk-opt -p psk-fuse` numbers
+the values afresh, in printing order.)
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
+from io import StringIO
 from typing import Any
 
-from presk.cli.program import add_size_arguments, load_program
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Attribute, SSAValue
+
+from presk.cli.program import (
+    add_realize_arguments,
+    add_size_arguments,
+    load_program,
+    plan_of,
+    realize_program,
+)
 from presk.diagnostics import PreskError
-from presk.ir.context import presk_context
-from presk.ir.print import print_module
 from presk.dialects.psk_core_types import map_type
+from presk.dialects.psk_realize import SiteOp
+from presk.ir.context import presk_context
+from presk.ir.names import binding_names
+from presk.ir.print import AliasPrinter, _alias_table, print_module
 from presk.passes.bind import BindSizes
 
-STAGES = ("core",)
+STAGES = ("core", "realize")
+ALIASES = {"sched": "realize"}
+"""`--stage sched` is kept as an alias of `--stage realize`."""
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("dump", help="print a program at a stage of the compiler")
     p.add_argument("file", help="a PSK-Core program (.mlir)")
-    p.add_argument("--stage", default="core", help=f"the stage to print: {', '.join(STAGES)} (default core)")
+    p.add_argument(
+        "--stage",
+        default="core",
+        help=f"the stage to print: {', '.join(STAGES)} (default core; sched is an alias of realize)",
+    )
     add_size_arguments(p)
+    add_realize_arguments(p)
     p.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.stage not in STAGES:
-        raise PreskError("E4001", f"--stage {args.stage}: this presk knows the stages {', '.join(STAGES)}")
+    stage = ALIASES.get(args.stage, args.stage)
+    if stage not in STAGES:
+        known = ", ".join([*STAGES, *ALIASES])
+        raise PreskError("E4001", f"--stage {args.stage}: this presk knows the stages {known}")
+    plan = plan_of(args.realize, args.plan)
+    if plan is not None and stage != "realize":
+        given = "--plan" if args.plan is not None else "--realize"
+        raise PreskError("E4001", f"{given} realizes the program: it applies to --stage realize, not --stage {stage}")
+    try:
+        return _dump(args, stage, plan)
+    except PreskError as error:
+        raise error.located(args.file) from None
+
+
+def _dump(args: argparse.Namespace, stage: str, plan: Any) -> int:
     program = load_program(args.file, args.dim, args.const)
     module, aliases = program.parsed.module, program.parsed.aliases
     if args.dim or args.const:
@@ -40,6 +84,44 @@ def main(args: argparse.Namespace) -> int:
         bind.apply(presk_context(), module)
         # The file's aliases name the bound types too, so the dump stays as short as the source.
         aliases = {name: map_type(value, lambda s: program.env.get(s, s) if isinstance(s, str) else s)
-                   for name, value in aliases.items()}
-    sys.stdout.write(print_module(module, aliases))
+                   for name, value in aliases.items()}  # fmt: skip
+    if stage == "core":
+        sys.stdout.write(print_module(module, aliases))
+        return 0
+    names = core_names(module)
+    realize_program(program, plan or plan_of("f64", None))
+    sys.stdout.write(print_named(module, aliases, names))
     return 0
+
+
+def core_names(module: ModuleOp) -> dict[SSAValue, str]:
+    """Every value of every function with its binding as `--stage core` prints it."""
+    names: dict[SSAValue, str] = {}
+    for func in (op for op in module.walk() if isinstance(op, FuncOp)):
+        names.update(binding_names(func))
+    return names
+
+
+def print_named(module: ModuleOp, aliases: Mapping[str, Attribute], names: Mapping[SSAValue, str]) -> str:
+    """`print_module`, with each value named as in the core dump and each site as its root.
+
+    Falls back to fresh numbering if a pass made a value the core dump did
+    not have (a fresh number could then repeat a kept one).
+    """
+    seeded = dict(names)
+    for site in (op for op in module.walk() if isinstance(op, SiteOp)):
+        if site.root in seeded:
+            seeded[site.result] = seeded[site.root]
+    values = [v for op in module.walk() for v in op.results]
+    values += [arg for op in module.walk() for region in op.regions for block in region.blocks for arg in block.args]
+    text = print_module(module, aliases)
+    if any(v not in seeded for v in values):
+        return text
+    body = StringIO()
+    # The alias table print_module builds, so both print the same attributes by the same names.
+    printer = AliasPrinter(stream=body, aliases=_alias_table(list(aliases.items())))
+    printer._ssa_values.update(seeded)  # xDSL has no public way to name values, as presk.ir.names reads them
+    printer.print_op(module)
+    # The alias definitions are the same, since the same attributes are printed: keep print_module's.
+    header = text[: text.index("builtin.module")]
+    return header + body.getvalue() + "\n"

@@ -1,4 +1,4 @@
-"""`presk`: the user-facing command (run, dump, ...); subcommands register here.
+"""`presk`: the user-facing command (run, dump, launches, ...); subcommands register here.
 
 Each subcommand lives in its own module with `add_parser(subparsers)`,
 which registers its arguments and handler; this module only dispatches, and
@@ -11,10 +11,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from presk.cli import dump, run
+from presk.cli import dump, launches, run
 from presk.cli.guard import run_guarded
 
-SUBCOMMANDS = (run, dump)
+SUBCOMMANDS = (run, dump, launches)
 
 EXIT_USAGE = 2
 

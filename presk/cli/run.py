@@ -1,4 +1,12 @@
-"""`presk run`: run an entry function on the reference interpreter and show its outputs."""
+"""`presk run`: run an entry function on the reference interpreter and show its outputs.
+
+Without `--realize`/`--plan` the interpreter computes in numpy f64 (or in
+mpmath at `--bits N`). With them the program is fused and realized first
+(`psk-fuse`, then `psk-realize`), and the interpreter honours each site's
+realization: a launch computes in its arithmetic type and rounds its value
+to its storage type where it reaches memory (bf16 stores in bf16 and
+computes in f32), so the partition into groups is part of what runs.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +18,19 @@ import mpmath
 import numpy as np
 from xdsl.ir import Attribute
 
-from presk.cli.program import add_size_arguments, load_program
+from presk.cli.program import (
+    add_realize_arguments,
+    add_size_arguments,
+    load_program,
+    plan_of,
+    realize_program,
+)
 from presk.diagnostics import PreskError
 from presk.dialects.psk_core_types import describe
 from presk.interp.inputs import check_inputs, load_inputs, make_inputs
 from presk.interp.reference import find_entry, run_entry
 from presk.interp.values import leaf_items
+from presk.plans import Plan
 
 
 def add_parser(subparsers: Any) -> None:
@@ -25,20 +40,36 @@ def add_parser(subparsers: Any) -> None:
     add_size_arguments(p)
     p.add_argument("--inputs", metavar="IN.npz", help="arguments by name (record fields joined by '.')")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
-    p.add_argument("--bits", type=int, metavar="N", help="compute with mpmath at N bits instead of numpy f64")
-    p.add_argument("--output", metavar="OUT.npz", help="save every output leaf (as f64) to this file")
+    p.add_argument(
+        "--bits", type=int, metavar="N", help="compute with mpmath at N bits instead of numpy f64 (not with --realize/--plan)"
+    )
+    add_realize_arguments(p)
+    p.add_argument(
+        "--output",
+        metavar="OUT.npz",
+        help="save every output leaf to this file: as f64, or realized in its storage type "
+        "(f64, f32; bf16 values as the float32 numbers that hold them)",
+    )
     p.add_argument("--print-values", action="store_true", help="print every value, not only a summary")
     p.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    # The plan's own errors (its file, its JSON, its shape) have no place in the program.
+    plan = plan_of(args.realize, args.plan)
+    if plan is not None and args.bits is not None:
+        raise PreskError(
+            "E4001",
+            f"--bits computes in mpmath, but {'--plan' if args.plan is not None else '--realize'} runs the "
+            "program in its machine types: pass one or the other",
+        )
     try:
-        return _run(args)
+        return _run(args, plan)
     except PreskError as error:
         raise error.located(args.file) from None
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, plan: Plan | None) -> int:
     if args.bits is not None and not 8 <= args.bits <= 100_000:
         raise PreskError("E4001", f"--bits {args.bits}: choose a precision between 8 and 100000 bits")
     program = load_program(args.file, args.dim, args.const)
@@ -49,14 +80,15 @@ def _run(args: argparse.Namespace) -> int:
     else:
         inputs = make_inputs(func, env, args.seed)
         check_inputs(func, inputs, env)
+    if plan is not None:
+        realize_program(program, plan)
     outputs = run_entry(module, args.entry, inputs, env, bits=args.bits)
-    arithmetic = "numpy f64" if args.bits is None else f"mpmath, {args.bits} bits"
-    print(f"@{args.entry} ({arithmetic}):")
+    print(f"@{args.entry} ({_arithmetic(args, plan)}):")
     digits = 17 if args.bits is None else max(17, int(args.bits * 0.30103) + 1)
     for i, (value, t) in enumerate(zip(outputs, func.function_type.outputs.data)):
         print_output(f"result {i}", value, t, digits, args.print_values)
     if args.output:
-        save_outputs(args.output, outputs)
+        save_outputs(args.output, outputs, realized=plan is not None)
         print(f"saved to {args.output}")
     return 0
 
@@ -85,11 +117,33 @@ def _number(x: Any, digits: int) -> str:
     return repr(float(x))
 
 
-def save_outputs(path: str, outputs: list[Any]) -> None:
+def _arithmetic(args: argparse.Namespace, plan: Plan | None) -> str:
+    if plan is None:
+        return "numpy f64" if args.bits is None else f"mpmath, {args.bits} bits"
+    record = plan.realization
+    if record.sites:
+        apart = f"{len(record.sites)} site{'s' if len(record.sites) != 1 else ''} apart"
+        what = f"realization {record.source}: {record.default} by default, {apart}"
+    elif record.default == "bf16":
+        what = "realization bf16: stored in bf16, computed in f32"
+    else:
+        what = f"realization {record.default}"
+    return f"plan {plan.source}, {what}" if args.plan is not None else what
+
+
+def _stored(leaf: Any, realized: bool) -> np.ndarray:
+    """A leaf as the .npz keeps it: integers as int64; reals as f64, or realized in their storage dtype."""
+    a = np.asarray(leaf)
+    if a.dtype.kind in "iub":
+        return a.astype(np.int64)
+    if realized and a.dtype in (np.float32, np.float64):
+        return a  # a bf16 value is the float32 that holds it
+    return a.astype(np.float64)
+
+
+def save_outputs(path: str, outputs: list[Any], realized: bool = False) -> None:
     arrays = {
-        (f"result{i}.{p}" if p else f"result{i}"): np.asarray(leaf).astype(
-            np.int64 if np.asarray(leaf).dtype.kind == "i" else np.float64
-        )
+        (f"result{i}.{p}" if p else f"result{i}"): _stored(leaf, realized)
         for i, value in enumerate(outputs)
         for p, leaf in leaf_items(value)
     }

@@ -56,9 +56,12 @@ def _problem(spec: BufferSpec, array: object) -> str | None:
         return f"expected a C-contiguous array, got strides {array.strides} (pass np.ascontiguousarray(...))"
     if not array.flags.aligned:
         return f"expected an array aligned to its {array.dtype.itemsize}-byte elements"
-    if spec.alignment is not None and spec.alignment > array.dtype.itemsize:
-        if array.__array_interface__["data"][0] % spec.alignment:
-            return f"expected an array aligned to {spec.alignment} bytes"
+    if (
+        spec.alignment is not None
+        and spec.alignment > array.dtype.itemsize
+        and array.__array_interface__["data"][0] % spec.alignment
+    ):
+        return f"expected an array aligned to {spec.alignment} bytes"
     if spec.output and not array.flags.writeable:
         return "the kernel writes this buffer, but the array is read-only"
     return None

@@ -18,10 +18,12 @@ How a module is compiled, and why:
   IR generator's business. No fast-math flag is added here: the numerics
   policy (DESIGN.md §2) is decided by the IR.
 - Code generation happens here (`TargetMachine.emit_object`), not inside
-  MCJIT: the object's undefined symbols are checked before MCJIT links it,
-  because MCJIT aborts the whole process on an unresolved symbol. The object
-  is handed to MCJIT through its object cache (`getbuffer`), so MCJIT loads
-  it instead of compiling the module again. The same bytes go to disk.
+  MCJIT, so that the object's undefined symbols can be checked before MCJIT
+  links it: MCJIT links an unresolved symbol to address 0 without any error
+  (llvmlite 0.50 / LLVM 22; older versions abort at finalize), and the
+  process dies with SIGSEGV when the kernel runs. The object is handed to
+  MCJIT through its object cache (`getbuffer`), so MCJIT loads it instead of
+  compiling the module again. The same bytes go to disk.
 - Each MCJIT engine gets its own `TargetMachine`: MCJIT takes ownership of
   it, and two engines sharing one crash the process when the second dies.
 - LLVM's context is process-global in llvmlite, so compilation is serialised
@@ -106,7 +108,7 @@ class CompiledKernel:
     kernel of the module is reachable.
     """
 
-    __slots__ = ("name", "address", "_module", "_function")
+    __slots__ = ("_function", "_module", "address", "name")
 
     def __init__(self, name: str, address: int, module: CompiledModule) -> None:
         self.name = name
@@ -279,6 +281,12 @@ class JitEngine:
         return self._codegen_target
 
     def cache_key(self, ir: str, layout_key: str = "") -> str:
+        """The hex sha256 naming a compiled module in memory and on disk.
+
+        Besides the IR, the machine and the caller's layout key, it covers the
+        LLVM version and the cache format: an object from another LLVM, or from
+        another pass pipeline, is a different object.
+        """
         digest = hashlib.sha256()
         for part in (_CACHE_FORMAT, llvm.llvm_version_info, ir, self._machine_key, layout_key):
             text = str(part).encode()
@@ -319,7 +327,8 @@ class JitEngine:
             module = llvm.parse_assembly(ir)
             module.verify()
         except RuntimeError as error:
-            raise _fail(f"invalid LLVM IR: {str(error).strip()}") from None
+            text = str(error).strip().removeprefix("LLVM IR parsing error").strip()
+            raise _fail(f"invalid LLVM IR: {text.replace('<string>:', 'line ')}") from None
         module.triple = self.machine.triple
         module.data_layout = str(self._codegen().target_data)
         return module
@@ -369,8 +378,10 @@ class JitEngine:
 def _check_declarations(module: llvm.ModuleRef) -> None:
     """Refuse a module declaring a symbol this process cannot provide.
 
-    MCJIT aborts the process (not a Python exception) on an unresolved symbol,
-    so this must run before the module reaches an engine.
+    An unresolved symbol is not a Python exception but a crash (a call to
+    address 0, or an abort in older LLVMs), so this runs before the module
+    reaches an engine. It names the culprit as the IR spells it; calls that
+    appear only in code generation are left to `_check_object_symbols`.
     """
     for fn in module.functions:
         if not fn.is_declaration:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Self
 
 Kernel = Callable[[int, int, int], None]
 """`kernel(args_ptr, lo, hi)`: a `CompiledKernel` or anything called like one."""
@@ -77,7 +78,7 @@ class WorkerPool:
             self._executor.shutdown(wait=True)
             self._executor = None
 
-    def __enter__(self) -> WorkerPool:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc: object) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable, Sequence
 
-import llvmlite.ir as ir
 import numpy as np
+from llvmlite import ir
 
 F32 = ir.FloatType()
 I64 = ir.IntType(64)
@@ -60,7 +60,9 @@ def vector_fma_ir(name: str = "vfma") -> str:
     vector = ir.VectorType(F32, 16)
 
     def body(builder: ir.IRBuilder, bases: list[ir.Value], i: ir.Value) -> None:
-        fma = builder.module.declare_intrinsic("llvm.fma", [vector])
+        fma = builder.module.globals.get("llvm.fma.v16f32") or ir.Function(
+            builder.module, ir.FunctionType(vector, [vector] * 3), "llvm.fma.v16f32"
+        )
         a, b, out = (builder.gep(base, [i], source_etype=vector) for base in bases)
         loaded = [builder.load(pointer, typ=vector, align=4) for pointer in (a, b, out)]
         builder.store(builder.call(fma, loaded), out, align=4)
@@ -102,8 +104,10 @@ define void @calls_bogus(ptr %args, i64 %lo, i64 %hi) {
 
 LIBCALL_IR = """
 define void @divides(ptr %args, i64 %lo, i64 %hi) {
+  %p = getelementptr i128, ptr %args, i64 1
   %x = load i128, ptr %args
-  %y = sdiv i128 %x, %x
+  %d = load i128, ptr %p
+  %y = sdiv i128 %x, %d
   store i128 %y, ptr %args
   ret void
 }

@@ -1,0 +1,52 @@
+"""Timing on a shared, noisy machine: medians of repeated calls, measured side by side.
+
+Every benchmark of presk compares against a baseline measured in the same
+process, interleaved round by round, so that a slow minute of the machine
+slows both sides alike; a figure is the median of the rounds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Timing:
+    name: str
+    median_s: float
+    spread: tuple[float, float]
+    """The 25th and 75th percentiles, seconds."""
+    rounds: int
+
+    def ms(self) -> str:
+        return f"{self.median_s * 1e3:.3f}"
+
+
+def side_by_side(
+    contenders: Mapping[str, Callable[[], object]], rounds: int = 21, warmup: int = 3, progress: bool = True
+) -> dict[str, Timing]:
+    """Time each contender once per round, in turn, for `rounds` rounds after `warmup` calls each."""
+    for fn in contenders.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for r in range(rounds):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+        if progress and sys.stderr.isatty():
+            done = (r + 1) * 30 // rounds
+            sys.stderr.write(f"\r  [{'#' * done}{'.' * (30 - done)}] round {r + 1}/{rounds}")
+            sys.stderr.flush()
+    if progress and sys.stderr.isatty():
+        sys.stderr.write("\r" + " " * 60 + "\r")
+    out = {}
+    for name, xs in samples.items():
+        q = statistics.quantiles(xs, n=4) if len(xs) >= 4 else [min(xs), 0, max(xs)]
+        out[name] = Timing(name, statistics.median(xs), (q[0], q[2]), len(xs))
+    return out

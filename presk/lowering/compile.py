@@ -1,0 +1,38 @@
+"""The whole way down for one entry: PSK-Core → bound → fused → realized → PSK-Kernel.
+
+The same sequence `presk-opt` spells as
+`psk-bind,psk-fuse,psk-realize,psk-lower-kernel{entry=F}`, as one function
+for the subcommands and tests that run or print a program's kernels.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import ModuleOp
+
+from presk import sizes
+from presk.ir.context import presk_context
+from presk.lowering.realize_to_kernel import LowerToKernel
+from presk.passes.bind import BindSizes
+from presk.passes.fuse import FuseElementwise
+from presk.passes.realize import apply_plan
+from presk.plans import Plan
+
+
+def realize(module: ModuleOp, env: dict[str, int], plan: Plan, fuse: bool = True) -> ModuleOp:
+    """A realized copy of `module` at the sizes of `env` (every constant and dimension)."""
+    realized = module.clone()
+    ctx = presk_context()
+    constants = sizes.declared_constants(module)
+    dims = ",".join(f"{k}={v}" for k, v in env.items() if k not in constants)
+    consts = ",".join(f"{k}={v}" for k, v in env.items() if k in constants)
+    BindSizes(dims=dims, consts=consts).apply(ctx, realized)
+    FuseElementwise(max_nodes=64 if fuse else 1).apply(ctx, realized)
+    apply_plan(realized, plan)
+    return realized
+
+
+def lower(module: ModuleOp, entry: str, env: dict[str, int], plan: Plan, fuse: bool = True) -> ModuleOp:
+    """The kernels and host program of `entry` (a new module; `module` is unchanged)."""
+    kernels = realize(module, env, plan, fuse)
+    LowerToKernel(entry=entry).apply(presk_context(), kernels)
+    return kernels

@@ -1,0 +1,208 @@
+"""Building kernel bodies: loops, loads, stores and scalar arithmetic in upstream ops.
+
+One small builder that every nest's lowering uses, so that a loop is always
+an `scf.for` over index constants ending in `scf.yield`, a parallel loop
+always carries `psk_kernel.parallel`, and conversions between a buffer's
+storage type and the kernel's arithmetic type are always the same two ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from xdsl.dialects import arith, math, memref, scf
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    UnitAttr,
+    i1,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from presk.dialects.psk_kernel import PARALLEL
+
+FLOAT_TYPES: dict[str, Attribute] = {"f64": Float64Type(), "f32": Float32Type(), "bf16": BFloat16Type()}
+INDEX_ELEMENT = i64
+"""Index tensors are buffers of i64."""
+
+
+def float_type(name: str) -> Attribute:
+    return FLOAT_TYPES[name]
+
+
+def bitwidth(t: Attribute) -> int:
+    if isinstance(t, Float64Type):
+        return 64
+    if isinstance(t, Float32Type):
+        return 32
+    if isinstance(t, BFloat16Type):
+        return 16
+    raise ValueError(f"not a float type: {t}")
+
+
+@dataclass
+class Loop:
+    """An open `scf.for`: its induction variable, its running values, and what it yields."""
+
+    op: scf.ForOp
+    iv: SSAValue
+    args: list[SSAValue]
+    yields: list[SSAValue] = field(default_factory=list)
+
+    @property
+    def results(self) -> list[SSAValue]:
+        return list(self.op.results)
+
+
+class KernelBuilder:
+    """Appends ops to a kernel body, one block at a time."""
+
+    def __init__(self, block: Block) -> None:
+        self.entry = block
+        self.block = block
+        self._index_constants: dict[int, SSAValue] = {}
+        self._last_constant: Operation | None = None
+
+    def add(self, op: Operation) -> SSAValue:
+        self.block.add_op(op)
+        return op.results[0] if op.results else None  # type: ignore[return-value]
+
+    # -- constants -----------------------------------------------------------
+
+    def index(self, n: int) -> SSAValue:
+        """An index constant, created once per kernel at the top of its body, where it dominates every use."""
+        if n not in self._index_constants:
+            op = arith.ConstantOp.from_int_and_width(n, IndexType())
+            if self._last_constant is not None:
+                self.entry.insert_op_after(op, self._last_constant)
+            elif self.entry.first_op is not None:
+                self.entry.insert_op_before(op, self.entry.first_op)
+            else:
+                self.entry.add_op(op)
+            self._last_constant = op
+            self._index_constants[n] = op.result
+        return self._index_constants[n]
+
+    def real(self, value: float, t: Attribute) -> SSAValue:
+        return self.add(arith.ConstantOp(FloatAttr(value, t)))  # type: ignore[arg-type]
+
+    def integer(self, value: int, t: IntegerType = INDEX_ELEMENT) -> SSAValue:
+        return self.add(arith.ConstantOp.from_int_and_width(value, t))
+
+    # -- memory ----------------------------------------------------------------
+
+    def load(self, buffer: SSAValue, indices: Sequence[SSAValue]) -> SSAValue:
+        return self.add(memref.LoadOp.get(buffer, list(indices)))
+
+    def store(self, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
+        self.add(memref.StoreOp.get(value, buffer, list(indices)))
+
+    def convert(self, value: SSAValue, to: Attribute) -> SSAValue:
+        """Between float types: `extf` widens exactly, `truncf` rounds to nearest even."""
+        if value.type == to:
+            return value
+        if bitwidth(value.type) < bitwidth(to):
+            return self.add(arith.ExtFOp(value, to))
+        return self.add(arith.TruncFOp(value, to))
+
+    def load_real(self, buffer: SSAValue, indices: Sequence[SSAValue], arith_type: Attribute) -> SSAValue:
+        return self.convert(self.load(buffer, indices), arith_type)
+
+    def store_real(self, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
+        assert isinstance(buffer.type, MemRefType)
+        self.store(self.convert(value, buffer.type.element_type), buffer, indices)
+
+    # -- arithmetic --------------------------------------------------------------
+
+    def addf(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(arith.AddfOp(a, b))
+
+    def subf(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(arith.SubfOp(a, b))
+
+    def mulf(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(arith.MulfOp(a, b))
+
+    def divf(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(arith.DivfOp(a, b))
+
+    def maxf(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(arith.MaximumfOp(a, b))
+
+    def fma(self, a: SSAValue, b: SSAValue, c: SSAValue) -> SSAValue:
+        return self.add(math.FmaOp(a, b, c))
+
+    def select(self, cond: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(arith.SelectOp(cond, a, b))
+
+    def cmpf(self, a: SSAValue, b: SSAValue, predicate: str) -> SSAValue:
+        return self.add(arith.CmpfOp(a, b, predicate))
+
+    def nonzero(self, value: SSAValue) -> SSAValue:
+        """An index-tensor element as a condition (i1)."""
+        zero = self.integer(0, value.type)  # type: ignore[arg-type]
+        return self.add(arith.CmpiOp(value, zero, "ne"))
+
+    def index_of(self, value: SSAValue) -> SSAValue:
+        return self.add(arith.IndexCastOp(value, IndexType()))
+
+    def to_i64(self, index: SSAValue) -> SSAValue:
+        return self.add(arith.IndexCastOp(index, i64))
+
+    def offset(self, base: SSAValue, scale: int, inner: int | SSAValue) -> SSAValue:
+        """`base * scale + inner` on indices (a tile's row or column)."""
+        scaled = base if scale == 1 else self.add(arith.MuliOp(base, self.index(scale)))
+        if isinstance(inner, int):
+            return scaled if inner == 0 else self.add(arith.AddiOp(scaled, self.index(inner)))
+        return self.add(arith.AddiOp(scaled, inner))
+
+    def bool_to_i64(self, cond: SSAValue) -> SSAValue:
+        assert cond.type == i1
+        return self.add(arith.ExtUIOp(cond, i64))
+
+    # -- loops -------------------------------------------------------------------
+
+    @contextmanager
+    def loop(self, count: int, parallel: bool = False, inits: Sequence[SSAValue] = ()) -> Iterator[Loop]:
+        """`for iv in [0, count)`: the body is built inside the `with`; set `loop.yields` for running values."""
+        lower, upper, step = self.index(0), self.index(count), self.index(1)
+        body = Block(arg_types=[IndexType(), *(v.type for v in inits)])
+        op = scf.ForOp(lower, upper, step, list(inits), body)
+        if parallel:
+            op.attributes[PARALLEL] = UnitAttr()
+        self.add(op)
+        outer = self.block
+        self.block = body
+        state = Loop(op, body.args[0], list(body.args[1:]))
+        try:
+            yield state
+        finally:
+            self.block.add_op(scf.YieldOp(*state.yields))
+            self.block = outer
+
+    @contextmanager
+    def nest(self, counts: Sequence[int], parallel: bool = True) -> Iterator[list[SSAValue]]:
+        """Perfectly nested loops over `counts`, outermost first; yields their induction variables."""
+        ivs: list[SSAValue] = []
+        stack = []
+        try:
+            for n in counts:
+                ctx = self.loop(n, parallel)
+                stack.append(ctx)
+                ivs.append(ctx.__enter__().iv)
+            yield ivs
+        finally:
+            for ctx in reversed(stack):
+                ctx.__exit__(None, None, None)
+
+    def math(self, name: str, x: SSAValue) -> SSAValue:
+        ops = {"exp": math.ExpOp, "log": math.LogOp, "sqrt": math.SqrtOp, "tanh": math.TanhOp, "erf": math.ErfOp}
+        return self.add(ops[name](x))
