@@ -62,8 +62,6 @@ def compile_kernels() -> tuple[dict[str, Kernel], object]:
     for i, (label, (emit, lanes)) in enumerate(specs.items()):
         names[label] = f"k{i}"
         define_map_kernel(module, names[label], emit, f32, lanes)
-    if not llvm.address_of_symbol("expf"):
-        raise SystemExit("expf is not loaded in this process; cannot build the libm contender")
     parsed = llvm.parse_assembly(str(module))
     parsed.verify()
     machine = llvm.Target.from_default_triple().create_target_machine(  # one per engine
@@ -73,7 +71,9 @@ def compile_kernels() -> tuple[dict[str, Kernel], object]:
     tuning.slp_vectorization = True
     passes = llvm.create_pass_builder(machine, tuning)
     passes.getModulePassManager().run(parsed, passes)
-    engine = llvm.create_mcjit_compiler(parsed, machine)
+    engine = llvm.create_mcjit_compiler(parsed, machine)  # also loads the process's symbols
+    if not llvm.address_of_symbol("expf"):  # an unresolved symbol would crash finalize
+        raise SystemExit("expf is not available in this process; cannot build the libm contender")
     engine.finalize_object()
     signature = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
     kernels: dict[str, Kernel] = {}

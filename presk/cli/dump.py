@@ -1,5 +1,7 @@
 """`presk dump`: print a program at a stage of the compiler.
 
+`--stage kernel` and `--stage llvm` print one `--entry`'s kernels and host
+program (PSK-Kernel), and the LLVM IR the native backend compiles.
 `--stage core` prints the verified PSK-Core program, bound to the given
 sizes when `--dim`/`--const` are passed (so the types show the integers a
 run would use). `--stage realize` (alias `sched`, its name until PSK-Sched
@@ -35,6 +37,7 @@ from presk.cli.program import (
     plan_of,
     realize_program,
 )
+from presk.cli.backends import compile_entry
 from presk.diagnostics import PreskError
 from presk.dialects.psk_core_types import map_type
 from presk.dialects.psk_realize import SiteOp
@@ -43,7 +46,7 @@ from presk.ir.names import binding_names
 from presk.ir.print import AliasPrinter, _alias_table, print_module
 from presk.passes.bind import BindSizes
 
-STAGES = ("core", "realize")
+STAGES = ("core", "realize", "kernel", "llvm")
 ALIASES = {"sched": "realize"}
 """`--stage sched` is kept as an alias of `--stage realize`."""
 
@@ -58,6 +61,8 @@ def add_parser(subparsers: Any) -> None:
     )
     add_size_arguments(p)
     add_realize_arguments(p)
+    p.add_argument("--entry", help="the entry whose kernels --stage kernel and --stage llvm print")
+    p.add_argument("--no-fuse", action="store_true", help="launch every primitive by itself (psk-fuse{max-nodes=1})")
     p.set_defaults(handler=main)
 
 
@@ -67,7 +72,9 @@ def main(args: argparse.Namespace) -> int:
         known = ", ".join([*STAGES, *ALIASES])
         raise PreskError("E4001", f"--stage {args.stage}: this presk knows the stages {known}")
     plan = plan_of(args.realize, args.plan)
-    if plan is not None and stage != "realize":
+    if stage in ("kernel", "llvm") and not args.entry:
+        raise PreskError("E4001", f"--stage {stage} prints one entry's kernels: pass --entry F")
+    if plan is not None and stage == "core":
         given = "--plan" if args.plan is not None else "--realize"
         raise PreskError("E4001", f"{given} realizes the program: it applies to --stage realize, not --stage {stage}")
     try:
@@ -79,6 +86,16 @@ def main(args: argparse.Namespace) -> int:
 def _dump(args: argparse.Namespace, stage: str, plan: Any) -> int:
     program = load_program(args.file, args.dim, args.const)
     module, aliases = program.parsed.module, program.parsed.aliases
+    if stage in ("kernel", "llvm"):
+        kernels = compile_entry(program, args.entry, plan or plan_of("f64", None), fuse=not args.no_fuse)
+        if stage == "kernel":
+            sys.stdout.write(print_module(kernels, {}))
+        else:
+            from presk.cost.machine import host_machine
+            from presk.lowering.kernel_to_llvm import translate_module
+
+            sys.stdout.write(translate_module(kernels, host_machine()))
+        return 0
     if args.dim or args.const:
         bind = BindSizes(dims=",".join(args.dim), consts=",".join(args.const))
         bind.apply(presk_context(), module)

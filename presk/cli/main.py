@@ -11,10 +11,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from presk.cli import dump, launches, run
+from presk.cli import bench, dump, launches, run
 from presk.cli.guard import run_guarded
 
-SUBCOMMANDS = (run, dump, launches)
+SUBCOMMANDS = (run, dump, launches, bench)
 
 EXIT_USAGE = 2
 

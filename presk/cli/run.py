@@ -25,16 +25,18 @@ from presk.cli.program import (
     plan_of,
     realize_program,
 )
+from presk.cli.backends import add_backend_arguments, host_program
 from presk.diagnostics import PreskError
 from presk.dialects.psk_core_types import describe
 from presk.interp.inputs import check_inputs, load_inputs, make_inputs
 from presk.interp.reference import find_entry, run_entry
 from presk.interp.values import leaf_items
+from presk.jit.executor import flatten_inputs, rebuild_results
 from presk.plans import Plan
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("run", help="run a function on the reference interpreter")
+    p = subparsers.add_parser("run", help="run a function: on the reference interpreter, or its kernels")
     p.add_argument("file", help="a PSK-Core program (.mlir)")
     p.add_argument("--entry", required=True, help="the function to run, e.g. loss")
     add_size_arguments(p)
@@ -44,6 +46,7 @@ def add_parser(subparsers: Any) -> None:
         "--bits", type=int, metavar="N", help="compute with mpmath at N bits instead of numpy f64 (not with --realize/--plan)"
     )
     add_realize_arguments(p)
+    add_backend_arguments(p, default="interp")
     p.add_argument(
         "--output",
         metavar="OUT.npz",
@@ -80,15 +83,26 @@ def _run(args: argparse.Namespace, plan: Plan | None) -> int:
     else:
         inputs = make_inputs(func, env, args.seed)
         check_inputs(func, inputs, env)
-    if plan is not None:
-        realize_program(program, plan)
-    outputs = run_entry(module, args.entry, inputs, env, bits=args.bits)
-    print(f"@{args.entry} ({_arithmetic(args, plan)}):")
+    if args.backend != "interp":
+        if args.bits is not None:
+            raise PreskError("E4001", f"--bits runs the reference interpreter; --backend {args.backend} runs machine types")
+        plan = plan or plan_of("f64", None)
+        host = host_program(program, args.entry, plan, args.backend, args.threads, not args.no_fuse)
+        leaves = host(flatten_inputs(inputs))
+        outputs = rebuild_results(leaves, host.result_paths, len(func.function_type.outputs.data))
+        realized = True
+    else:
+        if plan is not None:
+            realize_program(program, plan)
+        outputs = run_entry(module, args.entry, inputs, env, bits=args.bits)
+        realized = plan is not None
+    backend = "" if args.backend == "interp" else f", {args.backend} backend"
+    print(f"@{args.entry} ({_arithmetic(args, plan)}{backend}):")
     digits = 17 if args.bits is None else max(17, int(args.bits * 0.30103) + 1)
     for i, (value, t) in enumerate(zip(outputs, func.function_type.outputs.data)):
         print_output(f"result {i}", value, t, digits, args.print_values)
     if args.output:
-        save_outputs(args.output, outputs, realized=plan is not None)
+        save_outputs(args.output, outputs, realized=realized)
         print(f"saved to {args.output}")
     return 0
 

@@ -1,0 +1,66 @@
+"""The kernel backends of `presk run`, `bench` and `dump`: one entry lowered, then run.
+
+`--backend kernel` interprets the kernels exactly in numpy; `--backend
+native` compiles them with LLVM. Both run the same host program
+(`presk.jit.executor.HostProgram`), so they differ only in their kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from presk.cli.program import Program, in_program
+from presk.diagnostics import PreskError
+from presk.jit.executor import HostProgram, Runner
+from presk.lowering.compile import lower
+from presk.plans import Plan
+
+KERNEL_BACKENDS = ("kernel", "native")
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser, default: str) -> None:
+    choices = ("interp", *KERNEL_BACKENDS) if default == "interp" else KERNEL_BACKENDS
+    parser.add_argument(
+        "--backend",
+        default=default,
+        choices=choices,
+        help="interp: the reference interpreter; kernel: the kernels, interpreted exactly; "
+        f"native: the kernels compiled by LLVM (default {default})",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="workers of the native backend's thread split (default: PRESK_THREADS, else every core)",
+    )
+    parser.add_argument("--no-fuse", action="store_true", help="launch every primitive by itself (psk-fuse{max-nodes=1})")
+
+
+def make_runner(backend: str, threads: int | None = None) -> Runner:
+    if threads is not None:
+        if threads < 1:
+            raise PreskError("E4001", f"--threads {threads}: give a positive number of workers")
+        os.environ["PRESK_THREADS"] = str(threads)
+    if backend == "kernel":
+        from presk.interp.kernel import KernelInterpreter
+
+        return KernelInterpreter().runner
+    if backend == "native":
+        from presk.jit.native import NativeRunner
+
+        return NativeRunner()
+    raise PreskError("E4001", f"--backend {backend}: the kernel backends are {', '.join(KERNEL_BACKENDS)}")
+
+
+def compile_entry(program: Program, entry: str, plan: Plan, fuse: bool = True) -> Any:
+    """The kernel module of `entry`, with the plan's errors placed at their source line."""
+    try:
+        return lower(program.parsed.module, entry, program.env, plan, fuse)
+    except PreskError as error:
+        raise in_program(error, program) from None
+
+
+def host_program(program: Program, entry: str, plan: Plan, backend: str, threads: int | None, fuse: bool) -> HostProgram:
+    return HostProgram(compile_entry(program, entry, plan, fuse), make_runner(backend, threads))

@@ -1,0 +1,131 @@
+"""`presk bench`: time an entry's kernels: medians per call, per kernel, and the host's share.
+
+Each entry is lowered once, called `--warmup` times, then timed over
+`--rounds` calls; the figure is the median (the machine is shared and
+noisy, so one call says little). A second series of calls times every
+launch by itself, so the table shows where the time goes: each kernel's
+launches, its median time per entry call and its share, and what is left
+outside the kernels (the host program: allocation, views, argument checks
+and calls), per launch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from presk.cli.backends import add_backend_arguments, compile_entry, make_runner
+from presk.cli.program import add_realize_arguments, add_size_arguments, load_program, plan_of
+from presk.diagnostics import PreskError
+from presk.dialects.psk_kernel import KernelOp
+from presk.interp.inputs import make_inputs
+from presk.interp.reference import find_entry
+from presk.jit.executor import HostProgram, KernelCall, flatten_inputs
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("bench", help="time an entry's kernels (medians per call and per kernel)")
+    p.add_argument("file", help="a PSK-Core program (.mlir)")
+    p.add_argument("--entry", action="append", required=True, help="a function to time (repeatable)")
+    add_size_arguments(p)
+    add_realize_arguments(p)
+    add_backend_arguments(p, default="native")
+    p.add_argument("--rounds", type=int, default=21, help="timed calls per entry (default 21); the median is reported")
+    p.add_argument("--warmup", type=int, default=3, help="untimed calls first (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    p.set_defaults(handler=main)
+
+
+class TimedRunner:
+    """Wraps a runner so every launch is timed, by kernel name."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+        self.samples: dict[str, list[float]] = defaultdict(list)
+
+    def __call__(self, kernel: KernelOp) -> KernelCall:
+        call, name, samples = self.runner(kernel), kernel.sym_name.data, self.samples
+
+        def timed(arrays: Sequence[Any]) -> None:
+            start = time.perf_counter()
+            call(arrays)
+            samples[name].append(time.perf_counter() - start)
+
+        return timed
+
+
+def _progress(done: int, total: int, what: str) -> None:
+    if sys.stderr.isatty():
+        bar = "#" * (done * 30 // total)
+        sys.stderr.write(f"\r  {what} [{bar:<30}] {done}/{total}")
+        if done == total:
+            sys.stderr.write("\r" + " " * (45 + len(what)) + "\r")
+        sys.stderr.flush()
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.rounds < 1 or args.warmup < 0:
+        raise PreskError("E4001", "--rounds is at least 1 and --warmup at least 0")
+    plan = plan_of(args.realize, args.plan) or plan_of("f64", None)
+    program = load_program(args.file, args.dim, args.const)
+    runner = make_runner(args.backend, args.threads)
+    for entry in args.entry:
+        func = find_entry(program.parsed.module, entry)
+        leaves = flatten_inputs(make_inputs(func, program.env, args.seed))
+        kernels = compile_entry(program, entry, plan, fuse=not args.no_fuse)
+        host = HostProgram(kernels, runner)
+        for _ in range(args.warmup):
+            host(leaves)
+        times = []
+        for r in range(args.rounds):
+            start = time.perf_counter()
+            host(leaves)
+            times.append(time.perf_counter() - start)
+            _progress(r + 1, 2 * args.rounds, entry)
+        timed = TimedRunner(runner)
+        instrumented = HostProgram(kernels, timed)
+        for r in range(args.rounds):
+            instrumented(leaves)
+            _progress(args.rounds + r + 1, 2 * args.rounds, entry)
+        report(entry, args, host, times, timed.samples)
+    return 0
+
+
+def report(entry: str, args: argparse.Namespace, host: HostProgram, times: list[float], samples: dict[str, list[float]]) -> None:
+    median = statistics.median(times)
+    rounds = args.rounds
+    launches_by_kernel: dict[str, int] = defaultdict(int)
+    sites: dict[str, str] = {}
+    for step in host.steps:
+        if hasattr(step, "call"):
+            launches_by_kernel[step.name] += 1  # type: ignore[union-attr]
+            sites[step.name] = step.site  # type: ignore[union-attr]
+    # Per call of the entry: the median of a kernel's per-call totals.
+    per_kernel = {
+        name: statistics.median(sum(xs[i * n : (i + 1) * n]) for i in range(rounds))
+        for name, xs in samples.items()
+        for n in [launches_by_kernel[name]]
+    }
+    in_kernels = sum(per_kernel.values())
+    outside = max(median - in_kernels, 0.0)
+    launches = host.launch_count
+    print(f"@{entry}: {args.backend} backend, {launches} launches, median of {rounds} calls "
+          f"{median * 1e3:.3f} ms (quartiles {_q(times)})")  # fmt: skip
+    print(f"  outside kernels: {outside * 1e3:.3f} ms ({outside / median:.0%}), "
+          f"{outside / max(launches, 1) * 1e6:.1f} µs per launch")  # fmt: skip
+    print(f"  | kernel | site | launches | ms per call | share |")
+    print(f"  |---|---|---|---|---|")
+    for name, t in sorted(per_kernel.items(), key=lambda kv: -kv[1]):
+        print(f"  | {name} | {sites[name]} | {launches_by_kernel[name]} | {t * 1e3:.4f} | {t / median:.1%} |")
+
+
+def _q(xs: list[float]) -> str:
+    if len(xs) < 4:
+        return "n/a"
+    q = statistics.quantiles(xs, n=4)
+    return f"{q[0] * 1e3:.3f}–{q[2] * 1e3:.3f} ms"

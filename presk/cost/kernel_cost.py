@@ -1,0 +1,98 @@
+"""How much work a kernel is, and how many workers the executor gives it by default.
+
+`weighted_operations` counts every operation of a kernel once per execution:
+its weight times the trip counts of all the loops around it. The weights
+approximate the cost of one scalar execution in simple-instruction units;
+they decide only whether a kernel is worth splitting, so they are coarse:
+
+| operations | weight | why |
+|---|---|---|
+| `arith.constant`, `arith.index_cast`, `scf.yield`, `scf.for` itself | 0 | no instruction (or loop overhead, amortised) |
+| `memref.load`, `memref.store` | 1 | one memory access |
+| other `arith` ops (add, sub, mul, neg, maximum, cmp, select, ext, trunc, index arithmetic) | 1 | one simple instruction (bf16 rounding is a few integer ones, still cheap) |
+| `math.fma` | 2 | two flops, the usual count for contractions |
+| `arith.divf`, `math.sqrt` | 4 | long-latency units |
+| `math.exp`, `math.log`, `math.tanh`, `math.erf` | 20 | presk's inline polynomials: 15 to 30 operations each |
+
+`default_split` is the executor's default: a kernel with a split loop (an
+outermost parallel loop, `presk.lowering.kernel_to_llvm.split_loop`) and
+more than four million weighted operations runs on every worker
+(`Machine.workers()`); anything smaller runs on the calling thread, where a
+thread handoff (tens of microseconds) would cost more than it saves. A
+`psk_kernel.workers = p` attribute on the split loop (set by a layout's
+split) overrides the default.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import Block
+
+from presk.cost.machine import Machine
+from presk.dialects.psk_kernel import WORKERS, KernelOp
+from presk.lowering.kernel_to_llvm import split_loop, trip_count
+
+__all__ = ["OPERATION_WEIGHTS", "SPLIT_THRESHOLD", "declared_workers", "default_split", "weighted_operations"]
+
+SPLIT_THRESHOLD = 4_000_000
+"""Weighted operations above which a kernel is split over every worker by default."""
+
+OPERATION_WEIGHTS: dict[str, int] = {
+    "arith.constant": 0,
+    "arith.index_cast": 0,
+    "scf.yield": 0,
+    "scf.for": 0,
+    "memref.load": 1,
+    "memref.store": 1,
+    "math.fma": 2,
+    "arith.divf": 4,
+    "math.sqrt": 4,
+    "math.exp": 20,
+    "math.log": 20,
+    "math.tanh": 20,
+    "math.erf": 20,
+}
+DEFAULT_WEIGHT = 1
+"""Any other operation (the rest of `arith`)."""
+
+
+def _block_operations(block: Block) -> int:
+    total = 0
+    for op in block.ops:
+        total += OPERATION_WEIGHTS.get(op.name, DEFAULT_WEIGHT)
+        if isinstance(op, scf.ForOp):
+            count = trip_count(op)
+            # A loop with non-constant bounds does not occur in PSK-Kernel; count it once.
+            total += (1 if count is None else count) * _block_operations(op.body.block)
+        else:
+            for region in op.regions:
+                for inner in region.blocks:
+                    total += _block_operations(inner)
+    return total
+
+
+def weighted_operations(kernel: KernelOp) -> int:
+    """Each operation's weight times the trip counts of its enclosing loops, summed."""
+    return _block_operations(kernel.body.block)
+
+
+def declared_workers(kernel: KernelOp) -> int | None:
+    """The `psk_kernel.workers` of the split loop, if a layout set one."""
+    loop = split_loop(kernel)
+    if loop is None:
+        return None
+    attr = loop.attributes.get(WORKERS)
+    if isinstance(attr, IntegerAttr):
+        return max(1, attr.value.data)
+    return None
+
+
+def default_split(kernel: KernelOp, machine: Machine) -> int:
+    """Workers the executor runs `kernel` on (its split loop divided among them; 1: not split)."""
+    if split_loop(kernel) is None:
+        return 1
+    declared = declared_workers(kernel)
+    if declared is not None:
+        return declared
+    return machine.workers() if weighted_operations(kernel) > SPLIT_THRESHOLD else 1

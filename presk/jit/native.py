@@ -1,0 +1,226 @@
+"""The native executor's kernels: PSK-Kernel translated to LLVM, compiled, called on numpy arrays.
+
+`NativeRunner()(kernel)` gives the same interface as the kernel interpreter's
+runner (`presk.jit.executor.Runner`): a callable taking the kernel's buffers
+as numpy arrays, in the kernel's order, that fills its outputs in place.
+
+A call:
+1. checks every array against the kernel's buffer types (shape, dtype through
+   `dtype_of`, C-contiguous, aligned, outputs writable) with `check_buffers`:
+   an `E4003` before any native code runs, since native code trusts its buffers;
+2. points the kernel's `args` table at the arrays. The table is rebuilt only
+   when a different array object comes in: the last arrays are remembered by
+   weak reference, so a repeated launch on the same buffers costs one identity
+   test per buffer and the runner keeps no array alive. Reading an address only
+   then is safe because a live numpy array never moves its data. The table is
+   never mutated once built (a new set of arrays gets a new table), so two
+   threads may call the same kernel at once;
+3. checks, with that rebuild, that no buffer the kernel writes overlaps another
+   buffer: the translation tells LLVM that buffers do not alias
+   (`presk.lowering.kernel_to_llvm`). If one does, the call runs the variant
+   translated without that assumption, compiled on first need, unsplit;
+4. runs `[0, n)` (`launch_iterations`): in one call on this thread, or split
+   into contiguous chunks on a `WorkerPool` when `default_split` says so
+   (`psk_kernel.workers`, or more than four million weighted operations).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Self
+
+import ml_dtypes
+import numpy as np
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    MemRefType,
+)
+from xdsl.ir import Attribute
+
+from presk.cost.kernel_cost import (
+    SPLIT_THRESHOLD,
+    declared_workers,
+    weighted_operations,
+)
+from presk.cost.machine import Machine
+from presk.diagnostics import PreskError
+from presk.dialects.psk_kernel import KernelOp
+from presk.jit.buffers import BufferSpec, check_buffers
+from presk.jit.engine import CompiledKernel, JitEngine
+from presk.jit.pool import WorkerPool
+from presk.lowering.kernel_to_llvm import (
+    launch_iterations,
+    split_loop,
+    translate_kernel,
+    written_buffers,
+)
+
+__all__ = ["KernelCall", "NativeKernel", "NativeRunner", "dtype_of"]
+
+KernelCall = Callable[[Sequence[np.ndarray]], None]
+
+
+def dtype_of(t: Attribute) -> np.dtype:
+    """The numpy dtype of a buffer's elements: float64, float32, ml_dtypes.bfloat16 or int64.
+
+    Takes a memref type or an element type; the same helper as the kernel
+    interpreter's (`presk.interp.kernel.dtype_of`).
+    """
+    element = t.element_type if isinstance(t, MemRefType) else t
+    if isinstance(element, Float64Type):
+        return np.dtype(np.float64)
+    if isinstance(element, Float32Type):
+        return np.dtype(np.float32)
+    if isinstance(element, BFloat16Type):
+        return np.dtype(ml_dtypes.bfloat16)
+    if isinstance(element, IntegerType) and element.width.data == 64:
+        return np.dtype(np.int64)
+    raise PreskError("E3003", f"no buffer dtype for {element} (buffers hold f64, f32, bf16 or i64)")
+
+
+class _Binding:
+    """One set of arrays: weak references to them, their pointer table, and whether they are disjoint."""
+
+    __slots__ = ("address", "disjoint", "refs", "starts", "table")
+
+    def __init__(self, arrays: Sequence[np.ndarray], written: frozenset[int], previous: _Binding | None) -> None:
+        self.refs = tuple(weakref.ref(a) for a in arrays)
+        if previous is None:
+            starts = [a.__array_interface__["data"][0] for a in arrays]
+        else:  # reading an address costs microseconds: only for the arrays that changed
+            starts = [
+                old if ref() is a else a.__array_interface__["data"][0]
+                for a, ref, old in zip(arrays, previous.refs, previous.starts)
+            ]
+        self.starts = starts
+        self.table = (ctypes.c_void_p * max(len(arrays), 1))(*starts)
+        self.address: int = ctypes.addressof(self.table)
+        self.disjoint = _disjoint(starts, [a.nbytes for a in arrays], written)
+
+    def matches(self, arrays: Sequence[np.ndarray]) -> bool:
+        for ref, array in zip(self.refs, arrays):
+            if ref() is not array:
+                return False
+        return True
+
+
+def _disjoint(starts: Sequence[int], sizes: Sequence[int], written: frozenset[int]) -> bool:
+    """True when no written buffer shares a byte with any other buffer."""
+    for w in written:
+        if not sizes[w]:
+            continue
+        w_start, w_end = starts[w], starts[w] + sizes[w]
+        for j, (start, size) in enumerate(zip(starts, sizes)):
+            if j != w and size and start < w_end and w_start < start + size:
+                return False
+    return True
+
+
+class NativeKernel:
+    """One compiled kernel, called on numpy arrays (see the module docstring)."""
+
+    def __init__(self, runner: NativeRunner, kernel: KernelOp) -> None:
+        self.runner = runner
+        self.name = kernel.sym_name.data
+        self.site = kernel.site.data
+        self.written = written_buffers(kernel)
+        self.specs = tuple(
+            BufferSpec(tuple(t.get_shape()), dtype_of(t), output=i in self.written)
+            for i, t in enumerate(kernel.buffers)
+        )
+        self.iterations = launch_iterations(kernel)
+        """`n`: calls run `[0, n)`."""
+        self.splittable = split_loop(kernel) is not None and self.iterations > 1
+        self.operations = weighted_operations(kernel)
+        self.declared_workers = declared_workers(kernel)
+        self.ir = translate_kernel(kernel, runner.machine)
+        """The LLVM IR (buffers assumed disjoint)."""
+        self.compiled: CompiledKernel = runner.engine.kernel(self.ir, self.name)
+        self._function = self.compiled.function
+        self._kernel = kernel
+        self._overlapping: Callable[[int, int, int], None] | None = None
+        self._lock = threading.Lock()
+        self._binding: _Binding | None = None
+
+    def workers(self) -> int:
+        """Workers a call runs on now (1: not split); reads `PRESK_THREADS` for the default."""
+        if not self.splittable:
+            return 1
+        if self.declared_workers is not None:
+            return self.declared_workers
+        return self.runner.machine.workers() if self.operations > SPLIT_THRESHOLD else 1
+
+    def _overlapping_function(self) -> Callable[[int, int, int], None]:
+        """The variant without no-alias scopes, for overlapping buffers (compiled on first use)."""
+        with self._lock:
+            if self._overlapping is None:
+                ir = translate_kernel(self._kernel, self.runner.machine, assume_disjoint=False)
+                self._overlapping = self.runner.engine.kernel(ir, self.name).function
+            return self._overlapping
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> None:
+        check_buffers(self.name, self.specs, arrays)
+        binding = self._binding
+        if binding is None or not binding.matches(arrays):
+            binding = self._binding = _Binding(arrays, self.written, binding)
+        n = self.iterations
+        if n <= 0:
+            return
+        if not binding.disjoint:
+            # Sequential semantics, which a split could not keep with a shared buffer.
+            self._overlapping_function()(binding.address, 0, n)
+            return
+        workers = self.workers()
+        if workers > 1:
+            self.runner.pool(workers).run(self._function, binding.address, n)
+        else:
+            self._function(binding.address, 0, n)
+
+    def __repr__(self) -> str:
+        return f"NativeKernel({self.name!r}, site={self.site!r}, iterations={self.iterations})"
+
+
+class NativeRunner:
+    """Compiles kernels for the native executor: `runner(kernel)` → a call on numpy arrays.
+
+    `engine` compiles and caches (a new `JitEngine` by default); `machine` is
+    what the IR is generated and split for (default: the engine's). Owns the
+    worker pools of split kernels: `close()` (or `with`) stops their threads.
+    """
+
+    def __init__(self, engine: JitEngine | None = None, machine: Machine | None = None) -> None:
+        self.engine = engine if engine is not None else JitEngine(machine)
+        self.machine = machine if machine is not None else self.engine.machine
+        self._pools: dict[int, WorkerPool] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, kernel: KernelOp) -> NativeKernel:
+        return NativeKernel(self, kernel)
+
+    def pool(self, workers: int) -> WorkerPool:
+        """The pool of `workers` threads (the caller's included), created on first use."""
+        pool = self._pools.get(workers)
+        if pool is None:
+            with self._lock:
+                pool = self._pools.get(workers)
+                if pool is None:
+                    pool = self._pools[workers] = WorkerPool(workers)
+        return pool
+
+    def close(self) -> None:
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

@@ -1,0 +1,229 @@
+"""LLVM IR for presk's transcendentals (exp, log, tanh, erf; sqrt), scalar or vector.
+
+Why not `llvm.exp` and friends: on vectors LLVM scalarises them into libm calls
+(slow), and libm's bits cannot be reproduced by the kernel interpreter. presk
+emits its own branch-free polynomial code instead; the algorithm and constants
+live in `mathlib_spec` / `mathlib_coefficients`, shared with the numpy twin
+`presk.interp.mathlib`, which gives the same bits.
+
+Each `emit_*` writes straight-line code at the builder's position (no blocks,
+no calls except the `llvm.fma`/`llvm.fabs`/`llvm.copysign`/`llvm.sqrt`
+intrinsics, declared in the builder's module on first use) and returns the
+result value. `x` may be `float`, `double`, or `<N x float>` / `<N x double>`
+for any N; a vector lane computes exactly what the scalar code computes.
+Nothing here carries fast-math flags, and fmul/fadd are never contracted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+
+from presk.lowering import mathlib_spec as spec
+
+__all__ = [
+    "EMITTERS",
+    "IROps",
+    "define_map_kernel",
+    "emit_erf",
+    "emit_exp",
+    "emit_log",
+    "emit_sqrt",
+    "emit_tanh",
+]
+
+Emitter = Callable[[ir.IRBuilder, ir.Value], ir.Value]
+
+
+def _intrinsic(module: ir.Module, name: str, ty: ir.Type, arity: int) -> ir.Function:
+    """Declare (once) an overloaded float intrinsic such as llvm.fma.v16f32."""
+    if isinstance(ty, ir.VectorType):
+        suffix = f"v{ty.count}{ty.element.intrinsic_name}"
+    else:
+        suffix = ty.intrinsic_name
+    full = f"{name}.{suffix}"
+    existing = module.globals.get(full)
+    if isinstance(existing, ir.Function):
+        return existing
+    return ir.Function(module, ir.FunctionType(ty, [ty] * arity), full)
+
+
+class IROps:
+    """`mathlib_spec.Ops` that emits instructions with an IRBuilder, for one
+    float type (scalar or vector); integers are the same-width ints, masks i1."""
+
+    def __init__(self, builder: ir.IRBuilder, ty: ir.Type) -> None:
+        element = ty.element if isinstance(ty, ir.VectorType) else ty
+        if isinstance(element, ir.FloatType):
+            self.fmt = spec.F32
+        elif isinstance(element, ir.DoubleType):
+            self.fmt = spec.F64
+        else:
+            raise TypeError(f"presk's math functions take float or double (vectors of), not {ty}")
+        self.b = builder
+        self.fty = ty
+        self.lanes = ty.count if isinstance(ty, ir.VectorType) else None
+        int_element = ir.IntType(self.fmt.width)
+        self.ity = int_element if self.lanes is None else ir.VectorType(int_element, self.lanes)
+
+    def _splat(self, ty: ir.Type, v: float) -> ir.Constant:
+        return ir.Constant(ty, v if self.lanes is None else [v] * self.lanes)
+
+    def _call(self, name: str, *args: ir.Value) -> ir.Value:
+        return self.b.call(_intrinsic(self.b.module, name, self.fty, len(args)), list(args))
+
+    def const(self, v: float) -> ir.Value:
+        return self._splat(self.fty, v)
+
+    def iconst(self, v: int) -> ir.Value:
+        return self._splat(self.ity, v)
+
+    def add(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.fadd(a, b)
+
+    def sub(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.fsub(a, b)
+
+    def mul(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.fmul(a, b)
+
+    def div(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.fdiv(a, b)
+
+    def fma(self, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+        return self._call("llvm.fma", a, b, c)
+
+    def fabs(self, a: ir.Value) -> ir.Value:
+        return self._call("llvm.fabs", a)
+
+    def copysign(self, magnitude: ir.Value, sign: ir.Value) -> ir.Value:
+        return self._call("llvm.copysign", magnitude, sign)
+
+    def lt(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.fcmp_ordered("<", a, b)
+
+    def gt(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.fcmp_ordered(">", a, b)
+
+    def eq(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.fcmp_ordered("==", a, b)
+
+    def isnan(self, a: ir.Value) -> ir.Value:
+        return self.b.fcmp_unordered("uno", a, a)
+
+    def select(self, m: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.select(m, a, b)
+
+    def bits(self, a: ir.Value) -> ir.Value:
+        return self.b.bitcast(a, self.ity)
+
+    def from_bits(self, i: ir.Value) -> ir.Value:
+        return self.b.bitcast(i, self.fty)
+
+    def iadd(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.add(a, b)  # no nsw: wraps like numpy
+
+    def isub(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.sub(a, b)
+
+    def iand(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.and_(a, b)
+
+    def shl(self, a: ir.Value, n: int) -> ir.Value:
+        return self.b.shl(a, self.iconst(n))
+
+    def ashr(self, a: ir.Value, n: int) -> ir.Value:
+        return self.b.ashr(a, self.iconst(n))
+
+    def to_float(self, i: ir.Value) -> ir.Value:
+        return self.b.sitofp(i, self.fty)
+
+
+def emit_exp(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """e**x (overflow to +inf, underflow through subnormals to +0)."""
+    return spec.exp(IROps(builder, x.type), x)
+
+
+def emit_log(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Natural logarithm: log(+-0) = -inf, log(x < 0) = nan, log(inf) = inf."""
+    return spec.log(IROps(builder, x.type), x)
+
+
+def emit_tanh(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """tanh, odd (tanh(-0) = -0), exactly +-1 from where it rounds to 1."""
+    return spec.tanh(IROps(builder, x.type), x)
+
+
+def emit_erf(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """erf, odd, exactly +-1 from where it rounds to 1 (gelu builds on it)."""
+    return spec.erf(IROps(builder, x.type), x)
+
+
+def emit_sqrt(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """`llvm.sqrt`: IEEE correctly rounded, so numpy.sqrt gives the same bits."""
+    IROps(builder, x.type)  # type check only
+    return builder.call(_intrinsic(builder.module, "llvm.sqrt", x.type, 1), [x])
+
+
+EMITTERS: dict[str, Emitter] = {
+    "exp": emit_exp,
+    "log": emit_log,
+    "tanh": emit_tanh,
+    "erf": emit_erf,
+    "sqrt": emit_sqrt,
+}
+
+
+def define_map_kernel(module: ir.Module, name: str, emit: Emitter, element: ir.Type,
+                      lanes: int = 1) -> ir.Function:
+    """`void name(T* x, T* y, i64 n)`: y[i] = f(x[i]) for i < n.
+
+    A main loop over whole `<lanes x T>` vectors (unaligned loads/stores), then a
+    scalar loop for the n % lanes rest; lanes = 1 gives the scalar kernel. For
+    tests and benchmarks: real kernels come from psk-to-llvm.
+    """
+    i64 = ir.IntType(64)
+    ptr = element.as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, i64]), name)
+    fn.args[0].add_attribute("noalias")
+    fn.args[1].add_attribute("noalias")
+    src, dst, n = fn.args
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    whole = b.mul(b.sdiv(n, i64(lanes)), i64(lanes)) if lanes > 1 else i64(0)
+    start_rest = entry
+    if lanes > 1:
+        vty = ir.VectorType(element, lanes)
+        vptr = vty.as_pointer()
+        vhead, vbody, vdone = (fn.append_basic_block(s) for s in ("vhead", "vbody", "vdone"))
+        b.branch(vhead)
+        b.position_at_end(vhead)
+        i = b.phi(i64, "i")
+        i.add_incoming(i64(0), entry)
+        b.cbranch(b.icmp_signed("<", i, whole), vbody, vdone)
+        b.position_at_end(vbody)
+        v = b.load(b.bitcast(b.gep(src, [i]), vptr), align=_element_size(element))
+        b.store(emit(b, v), b.bitcast(b.gep(dst, [i]), vptr), align=_element_size(element))
+        i.add_incoming(b.add(i, i64(lanes)), vbody)
+        b.branch(vhead)
+        b.position_at_end(vdone)
+        start_rest = vdone
+    head, body, done = (fn.append_basic_block(s) for s in ("head", "body", "done"))
+    b.branch(head)
+    b.position_at_end(head)
+    j = b.phi(i64, "j")
+    j.add_incoming(whole, start_rest)
+    b.cbranch(b.icmp_signed("<", j, n), body, done)
+    b.position_at_end(body)
+    b.store(emit(b, b.load(b.gep(src, [j]))), b.gep(dst, [j]))
+    j.add_incoming(b.add(j, i64(1)), body)
+    b.branch(head)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def _element_size(element: ir.Type) -> int:
+    """Bytes of a float or double."""
+    return 4 if isinstance(element, ir.FloatType) else 8
