@@ -1,4 +1,4 @@
-"""Each launch's loop nest: the kernel body of a group or of one primitive, at its layout.
+"""Each launch's loop nest: the kernel body of a group, a reduction, a product or a data move.
 
 Every function here fills one kernel through a `KernelBuilder`: the loops,
 the loads (converted from each buffer's storage type to the kernel's
@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from xdsl.dialects import arith
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -22,7 +21,6 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import IndexTensorType, RealType, TensorType
-from presk.dialects.psk_realize_nests import Contraction
 from presk.lowering.kernel_builder import KernelBuilder
 
 Scalar = SSAValue
@@ -244,144 +242,3 @@ def emit_product(
 
         (total,) = accumulate(kb, [sizes[n] for n in summed], [kb.real(0.0, arith_type)], step)
         kb.store_real(total, out, list(ivs))
-
-
-@dataclass(frozen=True)
-class ContractionOperands:
-    """The axis labels of a contraction nest's two operands and output, outer axes first."""
-
-    c: Contraction
-    a_labels: tuple[str, ...]
-    b_labels: tuple[str, ...]
-    out_labels: tuple[str, ...]
-    sizes: Mapping[str, int]
-
-
-def emit_contraction(
-    kb: KernelBuilder, co: ContractionOperands, a: Operand, b: Operand, out: SSAValue,
-    layout: Mapping[str, Any], arith_type: Attribute,
-) -> None:  # fmt: skip
-    """out[outer, I, J] = Σ_K a[outer, I, K] · b[.., K, J], at the nest's form and tile.
-
-    Tiled: [m_i, n_j] running sums in registers per block of I and J, each
-    the FMA chain of its element in increasing k. Row-wise: the running sums
-    live in the output row from one k to the next (so only where the storage
-    type is the arithmetic type). Both give every element the same chain.
-    """
-    c, sizes = co.c, co.sizes
-    outer = [sizes[n] for n in c.outer]
-    n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
-
-    def at(labels: Sequence[str], where: Mapping[str, SSAValue]) -> list[SSAValue]:
-        return [where[n] for n in labels]
-
-    with kb.nest(outer) as outer_ivs:
-        base = dict(zip(c.outer, outer_ivs))
-        if layout.get("form") == "row-wise":
-            with kb.loop(n_i, parallel=True) as li:
-                row = {**base, c.i: li.iv}
-                with kb.loop(n_j, parallel=True) as lj:
-                    kb.store(kb.real(0.0, arith_type), out, at(co.out_labels, {**row, c.j: lj.iv}))
-                with kb.loop(n_k) as lk:
-                    where = {**row, c.k: lk.iv}
-                    x = kb.load_real(a.buffer, at(co.a_labels, where), arith_type)  # type: ignore[arg-type]
-                    with kb.loop(n_j, parallel=True) as lj:
-                        cell = at(co.out_labels, {**where, c.j: lj.iv})
-                        w = kb.load_real(b.buffer, at(co.b_labels, {**where, c.j: lj.iv}), arith_type)  # type: ignore[arg-type]
-                        kb.store(kb.fma(x, w, kb.load(out, cell)), out, cell)
-            return
-        m, n = layout.get("tile", [1, 1])
-        with kb.loop(n_i // m, parallel=True) as lib, kb.loop(n_j // n, parallel=True) as ljb:
-            rows = [kb.offset(lib.iv, m, r) for r in range(m)]
-            cols = [kb.offset(ljb.iv, n, s) for s in range(n)]
-            zero = kb.real(0.0, arith_type)
-
-            def step(kivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:
-                where = {**base, c.k: kivs[0]}
-                xs = [kb.load_real(a.buffer, at(co.a_labels, {**where, c.i: r}), arith_type) for r in rows]  # type: ignore[arg-type]
-                ws = [kb.load_real(b.buffer, at(co.b_labels, {**where, c.j: s}), arith_type) for s in cols]  # type: ignore[arg-type]
-                return [kb.fma(xs[r], ws[s], accs[r * n + s]) for r in range(m) for s in range(n)]
-
-            sums = accumulate(kb, [n_k], [zero] * (m * n), step)
-            for r in range(m):
-                for s in range(n):
-                    kb.store_real(sums[r * n + s], out, at(co.out_labels, {**base, c.i: rows[r], c.j: cols[s]}))
-
-
-# --------------------------------------------------------------------------
-# Softmax and cross-entropy.
-
-
-def emit_softmax(
-    kb: KernelBuilder, op: core.SoftmaxOp, x: Operand, mask: Operand | None, out: SSAValue, arith_type: Attribute
-) -> None:
-    """Three passes over each row: the maximum, the sum of exponentials, the quotients.
-
-    With a mask, the maximum and the sum run over the allowed positions and
-    a refused one gets 0; a row with none allowed is all 0 (its maximum is
-    taken as 0), the reference interpreter's semantics.
-    """
-    xt = op.operand.type
-    axis = op.axis.data
-    rows = [n for n in xt.names if n != axis]
-    counts = dict(zip(xt.names, _sizes(xt)))
-    with kb.nest([counts[n] for n in rows]) as ivs:
-        row = dict(zip(rows, ivs))
-
-        def element(k: SSAValue) -> tuple[Scalar, Scalar | None]:
-            at = {**row, axis: k}
-            allowed = kb.nonzero(mask.read(kb, at, arith_type)) if mask is not None else None
-            return x.read(kb, at, arith_type), allowed
-
-        def running_max(kivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:
-            value, allowed = element(kivs[0])
-            bigger = kb.maxf(accs[0], value)
-            return [bigger if allowed is None else kb.select(allowed, bigger, accs[0])]
-
-        neg_inf = kb.real(-math.inf, arith_type)
-        (top,) = accumulate(kb, [counts[axis]], [neg_inf], running_max)
-        zero = kb.real(0.0, arith_type)
-        if mask is not None:
-            top = kb.select(kb.cmpf(top, neg_inf, "oeq"), zero, top)
-
-        def exponential(k: SSAValue) -> Scalar:
-            value, allowed = element(k)
-            e = kb.math("exp", kb.subf(value, top))
-            return e if allowed is None else kb.select(allowed, e, zero)
-
-        (total,) = accumulate(kb, [counts[axis]], [zero], lambda kivs, accs: [kb.addf(accs[0], exponential(kivs[0]))])
-        empty = kb.cmpf(total, zero, "oeq")
-        with kb.loop(counts[axis], parallel=True) as lk:
-            quotient = kb.divf(exponential(lk.iv), total)
-            value = kb.select(empty, zero, quotient) if mask is not None else quotient
-            kb.store_real(value, out, [({**row, axis: lk.iv})[n] for n in xt.names])
-
-
-def emit_cross_entropy(
-    kb: KernelBuilder, op: core.CrossEntropyOp, logits: Operand, targets: Operand, out: SSAValue, arith_type: Attribute
-) -> None:
-    """The mean over every position of logsumexp(row) − row[target], rows summed in row-major order."""
-    lt = op.logits.type
-    axis = op.axis.data
-    rows = [n for n in lt.names if n != axis]
-    counts = dict(zip(lt.names, _sizes(lt)))
-    zero = kb.real(0.0, arith_type)
-
-    def row_loss(rivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:
-        row = dict(zip(rows, rivs))
-
-        def at(k: SSAValue) -> Scalar:
-            return logits.read(kb, {**row, axis: k}, arith_type)
-
-        (top,) = accumulate(kb, [counts[axis]], [kb.real(-math.inf, arith_type)], lambda k, a: [kb.maxf(a[0], at(k[0]))])
-        (total,) = accumulate(
-            kb, [counts[axis]], [zero], lambda k, a: [kb.addf(a[0], kb.math("exp", kb.subf(at(k[0]), top)))]
-        )
-        lse = kb.addf(top, kb.math("log", total))
-        target = kb.index_of(targets.read(kb, row, arith_type))
-        picked = logits.read(kb, {**row, axis: target}, arith_type)
-        return [kb.addf(accs[0], kb.subf(lse, picked))]
-
-    (nll,) = accumulate(kb, [counts[n] for n in rows], [zero], row_loss)
-    count = float(math.prod(counts[n] for n in rows))
-    kb.store_real(kb.divf(nll, kb.real(count, arith_type)), out, [])

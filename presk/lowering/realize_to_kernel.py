@@ -34,11 +34,11 @@ from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_core import unstack
 from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, TensorType, TupleType
 from presk.dialects.psk_realize import GroupOp, NestOp, SiteOp, resolved_defaults
-from presk.dialects.psk_realize_nests import contraction
+from presk.dialects.psk_realize_nests import contraction as contraction_of
 from presk.interp.realized import argument_storage
 from presk.interp.reference import find_entry
 from presk.ir.locations import error_at
-from presk.lowering import nests
+from presk.lowering import contraction, nests, softmax
 from presk.lowering.kernel_builder import INDEX_ELEMENT, KernelBuilder, float_type
 
 
@@ -282,9 +282,9 @@ class HostLowering:
         elif isinstance(op, core.DotOp | core.EinOp):
             self.emit_product(kb, op, args, out, layout, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.SoftmaxOp):
-            nests.emit_softmax(kb, op, args[0], args[1] if len(args) > 1 else None, out, arith_type)  # type: ignore[arg-type]
+            softmax.emit_softmax(kb, op, args[0], args[1] if len(args) > 1 else None, out, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.CrossEntropyOp):
-            nests.emit_cross_entropy(kb, op, args[0], args[1], out, arith_type)  # type: ignore[arg-type]
+            softmax.emit_cross_entropy(kb, op, args[0], args[1], out, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.GatherOp):
             nests.emit_gather(kb, op, args[0], args[1], out, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.BroadcastLikeOp):
@@ -319,12 +319,12 @@ class HostLowering:
             for operand, ls in zip(args, labels):
                 sizes.update(zip(ls, nests._sizes(operand.type)))
             summed = op.summed
-        c = contraction(op)
+        c = contraction_of(op)
         if c is not None:
             if isinstance(op, core.DotOp):
                 c = replace(c, k=k)
-            co = nests.ContractionOperands(c, tuple(labels[0]), tuple(labels[1]), tuple(rt.names), sizes)
-            nests.emit_contraction(kb, co, args[0], args[1], out, layout, arith_type)
+            co = contraction.ContractionOperands(c, tuple(labels[0]), tuple(labels[1]), tuple(rt.names), sizes)
+            contraction.emit_contraction(kb, co, args[0], args[1], out, layout, arith_type)
         else:
             nests.emit_product(kb, labels, args, rt, summed, sizes, out, arith_type)
 
