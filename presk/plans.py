@@ -65,6 +65,8 @@ def _read_json(path: str, what: str, code: str) -> Any:
             text = f.read()
     except OSError as e:
         raise PreskError("E0001", f"cannot read the {what} {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise PreskError("E0001", f"the {what} {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -83,11 +85,15 @@ def realization_record(spec: Any, source: str, base_dir: str = ".") -> Realizati
         if not spec.startswith("@"):
             raise PreskError("E7001", f"{source}: a realization is f64, f32, bf16 or @FILE, not \"{spec}\"")
         path = os.path.join(base_dir, spec[1:])
-        return realization_record(_read_json(path, "realization record", "E7001"), path, os.path.dirname(path))
+        record = _read_json(path, "realization record", "E7001")
+        if isinstance(record, str) and record.startswith("@"):
+            # A file naming another file could name itself: a record file holds the record.
+            raise PreskError("E7001", f"{path}: a realization record file holds a record or a uniform name, not {json.dumps(record)}")
+        return realization_record(record, path, os.path.dirname(path))
     if not isinstance(spec, dict):
         raise PreskError("E7001", f"{source}: a realization is a name, @FILE or a record of sites, not {json.dumps(spec)}")
     for site, name in spec.items():
-        if name not in REALIZATIONS:
+        if not isinstance(name, str) or name not in REALIZATIONS:
             raise PreskError("E7001", f"{source}: \"{site}\": a site's realization is f64, f32 or bf16, not {json.dumps(name)}")
     sites = {k: v for k, v in spec.items() if k != "default"}
     return RealizationRecord(default=spec.get("default", "f64"), sites=sites, source=source)
@@ -102,7 +108,7 @@ def parse_plan(data: Any, source: str, base_dir: str = ".") -> Plan:
     if "realization" not in data:
         raise PreskError("E7002", f"{source}: a plan states its realization (\"realization\": \"f32\", say)")
     profile = data.get("profile")
-    if profile is not None and not isinstance(profile, str):
+    if "profile" in data and not isinstance(profile, str):
         raise PreskError("E7002", f"{source}: \"profile\" is the path of a machine profile, a string")
     layout = data.get("layout", {})
     if not isinstance(layout, dict):

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xdsl.dialects.builtin import BFloat16Type, Float32Type, Float64Type, StringAttr
+from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Attribute, Block, Dialect, Operation, ParametrizedAttribute, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -48,7 +49,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import leaves
-from presk.dialects.psk_realize_layout import DECISIONS, default_layout, domain_violation, kind_violation
+from presk.dialects.psk_realize_layout import DECISIONS, default_layout, layout_violation
 from presk.dialects.psk_realize_nests import LAUNCHING_OPS, NestKind, contraction, is_elementwise, nest_kind
 
 MAX_GROUP_NODES = 64
@@ -172,9 +173,17 @@ class LayoutAttr(ParametrizedAttribute):
         printer.print_string("<" + ", ".join(parts) + ">")
 
     def verify(self) -> None:
-        if (violation := domain_violation(self.stated)) is not None:
-            decision, reason = violation
-            raise VerifyException(f"E7002: decision \"{decision}\": {reason}")
+        # The decisions' domains are checked by the nest that carries the
+        # layout (`SiteOp._verify_layout`): an E7002 names the nest, which an
+        # attribute does not know, and one checked here would fire while the
+        # text is parsed, before any nest exists.
+        for part in (self.stated_json, self.defaults_json):
+            try:
+                value = json.loads(part.data)
+            except json.JSONDecodeError:
+                value = None
+            if not isinstance(value, dict):
+                raise VerifyException(f"a layout's decisions are a JSON object, not {part.data!r}")
 
 
 def _canonical(decisions: Mapping[str, Any]) -> str:
@@ -310,7 +319,7 @@ class SiteOp(IRDLOperation):
             return
         stated = self.layout.stated
         kind: NestKind = self.kind  # type: ignore[attr-defined]  # each concrete op knows its kind
-        if (violation := kind_violation(kind, stated)) is not None:
+        if (violation := layout_violation(kind, stated)) is not None:
             raise VerifyException(layout_error(self.site_name, *violation))
 
     # -- assembly ------------------------------------------------------------
@@ -436,12 +445,15 @@ class NestOp(SiteOp):
 def epilogue_violation(nest: NestOp) -> str | None:
     """Why `nest` cannot take the add that reads it into its kernel, or None when it can.
 
-    The seed's structural conditions: the product's value is read by one
-    `add` alone, which is no member of a larger group (so it launches by
-    itself), adds another tensor that broadcasts into the product's output
-    without widening it, and is realized in the product's storage type.
+    The seed's structural conditions: the product's value is not the
+    function's result and is read by one `add` alone, which is no member of
+    a larger group (so it launches by itself), adds another tensor that
+    broadcasts into the product's output without widening it, and is
+    realized in the product's storage type.
     """
     uses = list(nest.result.uses)
+    if any(isinstance(use.operation, ReturnOp) for use in uses):
+        return "the product's value is the function's result, which its own kernel must store; an epilogue needs one add alone to read it"
     if len(uses) != 1:
         return f"the product's value has {len(uses)} readers; an epilogue needs one add alone to read it"
     add = uses[0].operation

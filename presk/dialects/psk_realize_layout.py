@@ -137,7 +137,7 @@ def domain_violation(decisions: Mapping[str, Json]) -> tuple[str, str] | None:
     """
     for name, value in decisions.items():
         if name not in DOMAIN_CHECKS:
-            return name, f"there is no decision \"{name}\"; the decisions are {', '.join(DECISIONS)}"
+            return name, _no_such_decision(name)
         if (reason := DOMAIN_CHECKS[name](value)) is not None:
             return name, reason
     order, kblock = decisions.get("order"), decisions.get("kblock", "none")
@@ -149,8 +149,28 @@ def domain_violation(decisions: Mapping[str, Json]) -> tuple[str, str] | None:
     return None
 
 
+def _no_such_decision(name: str) -> str:
+    return f"there is no decision \"{name}\"; the decisions are {', '.join(DECISIONS)}"
+
+
+def layout_violation(kind: NestKind, decisions: Mapping[str, Json]) -> tuple[str, str] | None:
+    """The first violation of the plan's first check that a layout alone shows.
+
+    Unknown names, then decisions the nest's kind lacks, then values outside
+    their domains (the epilogue's conditions need the program around the nest).
+    """
+    return kind_violation(kind, decisions) or domain_violation(decisions)
+
+
 def kind_violation(kind: NestKind, decisions: Mapping[str, Json]) -> tuple[str, str] | None:
-    """The first decision stated on a nest whose kind does not have it."""
+    """The first decision stated on a nest whose kind does not have it.
+
+    A name that is no decision at all is reported as such first, so that a
+    typo (`"tiles"`) is not explained by the nest's kind.
+    """
+    for name in decisions:
+        if name not in DOMAIN_CHECKS:
+            return name, _no_such_decision(name)
     for name in decisions:
         if name not in KIND_DECISIONS[kind]:
             return name, f"\"{name}\" is not a decision of this nest, which is {KIND_PHRASE[kind]}"

@@ -26,7 +26,7 @@ from xdsl.utils.exceptions import DiagnosticException, MultipleSpansParseError, 
 from xdsl.utils.lexer import Span
 
 from presk.diagnostics import PreskError, SourceLocation
-from presk.ir.verify import verify_module
+from presk.ir.verify import coded_message, verify_module
 
 __all__ = ["ParsedModule", "PreskParser", "classify_parse_message", "parse_module", "verify_module"]
 
@@ -173,7 +173,7 @@ def parse_module(
     except ParseError as error:
         raise _from_parse_error(error, filename, padded) from None
     except DiagnosticException as error:
-        raise _at_parser(parser, padded, "E2001", str(error)) from None
+        raise _at_parser(parser, padded, *coded_message(str(error).strip(), "E2001")) from None
     except ImportError as error:
         raise _at_parser(parser, padded, "E1003", f"a dialect could not be loaded: {error}") from None
     except ValueError as error:

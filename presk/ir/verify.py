@@ -5,18 +5,24 @@ by printing the whole module with a marker. presk walks the operations in
 source order itself, verifying each one without its nested operations, so it
 knows which operation failed and can report the verifier's own message at
 that operation's line as an E2001 (or E2002 for a call to a missing
-function).
+function). A verifier whose message starts with its own code (`E7002: ...`,
+as PSK-Realize's do) is reported under that code instead.
 """
 
 from __future__ import annotations
+
+import re
 
 from xdsl.dialects.builtin import ModuleOp, SymbolRefAttr
 from xdsl.ir import Operation
 from xdsl.traits import NoTerminator, SymbolTable
 from xdsl.utils.exceptions import DiagnosticException
 
-from presk.diagnostics import PreskError
+from presk.diagnostics import ERROR_CODES, PreskError
 from presk.ir.locations import error_at
+
+_CODED = re.compile(r"^(E\d{4}): ")
+"""A verifier message that names its own error code: `E7002: nest "f/%0", ...`."""
 
 _MISSING_SYMBOL = "could not be found in symbol table"
 """xDSL 0.74's message when `func.call`'s callee is missing (xdsl/dialects/func.py)."""
@@ -43,9 +49,21 @@ def _verify_one(op: Operation) -> None:
         op.verify(verify_nested_ops=False)
         _verify_blocks_not_empty(op)
     except DiagnosticException as error:
-        message = exception_message(error)
-        code = "E2002" if _MISSING_SYMBOL in message else "E2001"
+        code, message = coded_message(exception_message(error), "E2001")
+        if code == "E2001" and _MISSING_SYMBOL in message:
+            code = "E2002"
         raise error_at(op, code, message) from None
+
+
+def coded_message(message: str, default: str) -> tuple[str, str]:
+    """The code a message starts with (`E7002: ...`) and the rest; else `default` and the message.
+
+    Only codes presk has (`ERROR_CODES`) count, so prose that happens to
+    start like a code is not misfiled.
+    """
+    if (match := _CODED.match(message)) is not None and match.group(1) in ERROR_CODES:
+        return match.group(1), message[match.end() :]
+    return default, message
 
 
 def _missing_callee(op: Operation) -> str | None:

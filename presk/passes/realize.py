@@ -34,7 +34,7 @@ from presk.dialects.psk_realize import (
     layout_error,
     resolved_defaults,
 )
-from presk.dialects.psk_realize_layout import domain_violation, kind_violation
+from presk.dialects.psk_realize_layout import layout_violation
 from presk.dialects.psk_realize_nests import LAUNCHING_OPS, is_elementwise
 from presk.interp.realized import DEFAULT_ATTRIBUTE
 from presk.ir.locations import error_at
@@ -54,9 +54,9 @@ def _check_fused(module: ModuleOp) -> None:
 
 
 def _unknown_nest(plan: Plan, module: ModuleOp, nest: str) -> PreskError:
-    function = nest.split("/%")[0]
+    function, slash, binding = nest.partition("/%")
     funcs = {f.sym_name.data: f for f in module.walk() if isinstance(f, FuncOp)}
-    if "/%" not in nest:
+    if not (function and slash and binding):
         reason = "a nest is named \"<function>/%<n>\", the binding as `presk dump --stage core` prints it"
     elif function not in funcs:
         reason = f"the program has no function @{function}"
@@ -81,7 +81,7 @@ def apply_plan(module: ModuleOp, plan: Plan) -> None:
     for nest, decisions in plan.layout.items():
         if nest not in sites:
             raise _unknown_nest(plan, module, nest)
-        if (violation := kind_violation(sites[nest].kind, decisions) or domain_violation(decisions)) is not None:
+        if (violation := layout_violation(sites[nest].kind, decisions)) is not None:
             raise error_at(sites[nest], "E7002", f"{plan.source}: " + layout_error(nest, *violation)[len("E7002: ") :])
         sites[nest].layout = LayoutAttr(decisions)
     for op in sites.values():
