@@ -42,6 +42,17 @@ Methods (ulp bounds measured in tests/unit/test_mathlib.py):
   runs one Horner. From ERF_ONE, where erf rounds to 1 in the type: +-1.
 - nan in, nan out (quietened, as x + x) for every function. Nan payloads are not
   part of the contract (LLVM does not preserve them); tests compare "is nan".
+
+Measured accuracy, max error in ulps of the exact value (correct rounding would
+be 0.5): f32 over all 2**32 inputs against float64 references; f64 over 1.4e5
+random inputs (domain and wide) against mpmath at 130 bits.
+
+            exp     log     tanh    erf
+    f32     0.891   0.840   0.943   0.805
+    f64     0.824   0.790   0.913   0.798
+
+The worst cases sit where they are expected: exp at large |r|, log near
+m = sqrt(2), tanh just above the switch T = 0.625, erf just below 0.84375.
 """
 
 from __future__ import annotations
