@@ -45,13 +45,13 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lit: $(STAMP)
-	$(BIN)/lit -q tests/filecheck
+	$(BIN)/lit -q tests/filecheck tests/plan
 
 # Both suites run even when the first fails, so one CI run reports everything.
 test: $(STAMP)
 	@status=0; \
 	$(BIN)/python -m pytest -q || status=1; \
-	$(BIN)/lit -q tests/filecheck || status=1; \
+	$(BIN)/lit -q tests/filecheck tests/plan || status=1; \
 	exit $$status
 
 clean:

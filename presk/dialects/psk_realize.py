@@ -482,7 +482,8 @@ def resolved_defaults(op: SiteOp, env: Mapping[str, int] | None = None) -> dict[
     shape = contraction(op.primitive) if isinstance(op, NestOp) else None
     if shape is not None and isinstance(shape.j_size, str) and env and shape.j_size in env:
         shape = replace(shape, j_size=env[shape.j_size])
-    return default_layout(op.kind, shape, storage)  # type: ignore[attr-defined]
+    stated = op.layout.stated if op.layout is not None else {}
+    return default_layout(op.kind, shape, storage, stated)  # type: ignore[attr-defined]
 
 
 def is_real_valued(t: Attribute) -> bool:

@@ -177,28 +177,43 @@ def kind_violation(kind: NestKind, decisions: Mapping[str, Json]) -> tuple[str, 
     return None
 
 
-def default_layout(kind: NestKind, shape: Contraction | None, storage: str) -> dict[str, Json]:
-    """The default of every decision of a nest's kind (the kernel 0.6.0 lowered).
+def default_layout(
+    kind: NestKind, shape: Contraction | None, storage: str, stated: Mapping[str, Json] | None = None
+) -> dict[str, Json]:
+    """The default of every decision of a nest's kind (the kernel 0.6.0 lowered), given what is stated.
 
     `storage` is the nest's storage type name (`f64`, `f32`, `bf16`); a dot's
     form and tile depend on whether J is a multiple of eight, which is
-    `"at launch"` while J is an unbound dimension.
+    `"at launch"` while J is an unbound dimension. A default depends on the
+    stated decisions where the table says so: with a stated k-block the
+    order is "IJK", and the lanes follow the (stated) tile and pack.
     """
+    stated = stated or {}
     if kind == "softmax":
         return {"passes": 3, "split": "executor"}
     if kind == "other" or shape is None:
         return {"split": "executor"}
     eight = _multiple_of_eight(shape.j_size) if shape.is_dot else False
-    if eight is None:
+    if eight is None and "form" not in stated:
         return {"form": "at launch", "tile": "at launch", "kblock": "none", "order": "IJ", "lanes": "widest",
                 "split": "executor", "pack": False, "epilogue": False}  # fmt: skip
-    if shape.is_dot and not eight and storage != "bf16":
+    row_wise_default = shape.is_dot and eight is False and storage != "bf16"
+    form = stated.get("form", "row-wise" if row_wise_default else "tiled")
+    if form == "row-wise":
         return {"form": "row-wise", "split": "executor", "epilogue": False}
-    tile = [1, 8] if eight else [1, 1]
-    # Lanes run along J: on an NT contraction J is not contiguous without a pack.
-    lanes: Json = "widest" if tile[1] > 1 and not shape.nt and storage != "bf16" else 1
-    return {"form": "tiled", "tile": tile, "kblock": "none", "order": "IJ", "lanes": lanes,
+    tile = stated.get("tile", [1, 8] if eight else [1, 1])
+    kblock = stated.get("kblock", "none")
+    packed = stated.get("pack", False) is True
+    # Lanes run along J: on an NT contraction J is contiguous only in the pack's panel.
+    contiguous = not shape.nt or packed
+    lanes: Json = "widest" if _tile_columns(tile) > 1 and contiguous and storage != "bf16" else 1
+    return {"form": "tiled", "tile": [1, 8] if eight else [1, 1], "kblock": "none",
+            "order": "IJ" if kblock == "none" else "IJK", "lanes": lanes,
             "split": "executor", "pack": False, "epilogue": False}  # fmt: skip
+
+
+def _tile_columns(tile: Json) -> int:
+    return tile[1] if isinstance(tile, list) and len(tile) == 2 and isinstance(tile[1], int) else 1
 
 
 def _multiple_of_eight(size: Size) -> bool | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FunctionType, ModuleOp
-from xdsl.ir import Attribute
+from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -38,6 +38,15 @@ class BindSizesInTypes(TypeConversionPattern):
     def bind(self, size: Size) -> Size:
         return self.env.get(size, size) if isinstance(size, str) else size
 
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        """xDSL's conversion, keeping the op's source location (it makes a new op without one)."""
+        block, previous, location = op.parent_block(), op.prev_op, op.location
+        super().match_and_rewrite(op, rewriter)
+        if op.parent_block() is None and block is not None:
+            replacement = previous.next_op if previous is not None else block.first_op
+            if replacement is not None:
+                replacement.location = location
+
     def convert_type(self, typ: Attribute, /) -> Attribute | None:
         if isinstance(typ, FunctionType):
             inputs = [self.convert_type(t) or t for t in typ.inputs.data]
@@ -57,7 +66,7 @@ class BindSizeValue(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: SizeOp, rewriter: PatternRewriter) -> None:
         if (value := self.env.get(op.size.data)) is not None:
-            rewriter.replace_op(op, ConstantOp(float(value), op.result.type))
+            rewriter.replace(op, ConstantOp(float(value), op.result.type))
 
 
 @dataclass(frozen=True)

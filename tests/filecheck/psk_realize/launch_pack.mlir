@@ -1,0 +1,73 @@
+// RUN: env PRESK_THREADS=2 presk-opt %s --split-input-file --verify-diagnostics -p psk-verify-layout
+//
+// Condition 9, at launch: a pack (operand 1 copied to a panel with the axes
+// (the outer axes it carries..., K, J)) only on an NT contraction, whose
+// operand 1 carries K innermost. A dot's operand 1 and attention's values
+// carry J innermost already.
+
+// accepted: attention's scores (NT), packed, with and without lanes; false anywhere
+!Q = !psk_core.tensor<[batch: 2, heads: 2, seq: 16, hd: 32]>
+!K = !psk_core.tensor<[batch: 2, heads: 2, seq2: 16, hd: 32]>
+!S = !psk_core.tensor<[batch: 2, heads: 2, seq: 16, seq2: 16]>
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @f(%q: !Q, %k: !K, %a: !A, %w: !W) -> (!S, !S, !O) {
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <pack = true> : !S {
+    %0 = psk_core.ein %q[batch, heads, seq, hd], %k[batch, heads, seq2, hd] : !S
+    psk_realize.yield %0 : !S
+  }
+  %1 = psk_realize.nest "f/%1" realize <f32, f32> layout <tile = [2, 8], lanes = 8, pack = true> : !S {
+    %1 = psk_core.ein %q[batch, heads, seq, hd], %k[batch, heads, seq2, hd] : !S
+    psk_realize.yield %1 : !S
+  }
+  %2 = psk_realize.nest "f/%2" realize <f32, f32> layout <pack = false> : !O {
+    %2 = psk_core.dot %a, %w : !O
+    psk_realize.yield %2 : !O
+  }
+  func.return %0, %1, %2 : !S, !S, !O
+}
+
+// -----
+
+// accepted: an NT ein whose operand 1 carries no outer axis (a panel [K, J])
+!X = !psk_core.tensor<[b: 2, i: 4, n: 8]>
+!W = !psk_core.tensor<[j: 16, n: 8]>
+!O = !psk_core.tensor<[b: 2, i: 4, j: 16]>
+func.func @f(%x: !X, %w: !W) -> !O {
+  %0 = psk_realize.nest "f/%0" realize <f64, f64> layout <tile = [4, 8], lanes = 4, pack = true> : !O {
+    %0 = psk_core.ein %x[b, i, n], %w[j, n] : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// a pack on a dot
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": condition 9: a pack copies operand 1 of an NT contraction to a panel (..., K, J); this contraction's operand 1 already carries J (j) innermost}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <pack = true> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// a pack on attention's values (NN)
+!P = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, seq2: 8]>
+!V = !psk_core.tensor<[batch: 2, heads: 2, seq2: 8, hd: 16]>
+!O = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, hd: 16]>
+func.func @f(%p: !P, %v: !V) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": condition 9: a pack copies operand 1 of an NT contraction to a panel (..., K, J); this contraction's operand 1 already carries J (hd) innermost}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [4, 16], lanes = 8, pack = true> : !O {
+    %0 = psk_core.ein %p[batch, heads, seq, seq2], %v[batch, heads, seq2, hd] : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}

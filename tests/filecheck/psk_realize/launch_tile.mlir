@@ -1,0 +1,259 @@
+// RUN: env PRESK_THREADS=2 presk-opt %s --split-input-file --verify-diagnostics -p psk-verify-layout
+//
+// Condition 3, checked at the launch shapes by psk-verify-layout (the plan's
+// second check): the tile and the k-block divide the axes (m_i | I, n_j | J,
+// kblock | K), and a row-wise contraction has no tile, k-block, order or
+// pack (their neutral values, [1, 1], "none", "IJ" and false, may be stated).
+// First the accepted forms, then one chunk per refusal.
+
+// accepted: the defaults of a dot whose J is a multiple of eight (tile [1, 8])
+!A = !psk_core.tensor<[i: 4, k: 64]>
+!W = !psk_core.tensor<[k: 64, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// accepted: the largest tile and both k-blocks that divide
+!A = !psk_core.tensor<[i: 4, k: 128]>
+!W = !psk_core.tensor<[k: 128, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @f(%a: !A, %w: !W) -> (!O, !O) {
+  %0 = psk_realize.nest "f/%0" realize <f64, f64> layout <tile = [4, 16], kblock = 32, order = "JIK"> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  %1 = psk_realize.nest "f/%1" realize <f64, f64> layout <tile = [2, 4], kblock = 128, order = "KJI"> : !O {
+    %1 = psk_core.dot %a, %w : !O
+    psk_realize.yield %1 : !O
+  }
+  func.return %0, %1 : !O, !O
+}
+
+// -----
+
+// accepted: attention's scores (NT ein) tiled [4, 16] with a k-block of 32 over hd = 32
+!Q = !psk_core.tensor<[batch: 2, heads: 2, seq: 16, hd: 32]>
+!K = !psk_core.tensor<[batch: 2, heads: 2, seq2: 16, hd: 32]>
+!S = !psk_core.tensor<[batch: 2, heads: 2, seq: 16, seq2: 16]>
+func.func @f(%q: !Q, %k: !K) -> !S {
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [4, 16], kblock = 32, order = "JIK", pack = true> : !S {
+    %0 = psk_core.ein %q[batch, heads, seq, hd], %k[batch, heads, seq2, hd] : !S
+    psk_realize.yield %0 : !S
+  }
+  func.return %0 : !S
+}
+
+// -----
+
+// accepted: a row-wise dot stating the neutral values of the tiled form's decisions
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 12]>
+!O = !psk_core.tensor<[i: 4, j: 12]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "row-wise", tile = [1, 1], kblock = "none", order = "IJ", lanes = 1, pack = false> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// accepted: a dot whose J (12) is no multiple of eight, tiled when the form is stated
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 12]>
+!O = !psk_core.tensor<[i: 4, j: 12]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [2, 4]> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// the tile's n_j does not divide J: the scores of a sequence of 8
+!Q = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, hd: 32]>
+!K = !psk_core.tensor<[batch: 2, heads: 2, seq2: 8, hd: 32]>
+!S = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, seq2: 8]>
+func.func @f(%q: !Q, %k: !K) -> !S {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's n_j = 16 does not divide J (seq2) = 8}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [4, 16], pack = true> : !S {
+    %0 = psk_core.ein %q[batch, heads, seq, hd], %k[batch, heads, seq2, hd] : !S
+    psk_realize.yield %0 : !S
+  }
+  func.return %0 : !S
+}
+
+// -----
+
+// the tile's m_i does not divide I
+!A = !psk_core.tensor<[i: 6, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 16]>
+!O = !psk_core.tensor<[i: 6, j: 16]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's m_i = 4 does not divide I (i) = 6}}
+  %0 = psk_realize.nest "f/%0" realize <f64, f64> layout <tile = [4, 8]> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// the tile's n_j does not divide J, on a dot tiled by a stated form
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 12]>
+!O = !psk_core.tensor<[i: 4, j: 12]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's n_j = 8 does not divide J (j) = 12}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [1, 8]> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// the k-block does not divide K: attention's values summed over seq2 = 48
+!P = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, seq2: 48]>
+!V = !psk_core.tensor<[batch: 2, heads: 2, seq2: 48, hd: 16]>
+!O = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, hd: 16]>
+func.func @f(%p: !P, %v: !V) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "kblock": condition 3: the k-block of 32 does not divide K (seq2) = 48}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [4, 16], kblock = 32> : !O {
+    %0 = psk_core.ein %p[batch, heads, seq, seq2], %v[batch, heads, seq2, hd] : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// the k-block of 128 is larger than K
+!A = !psk_core.tensor<[i: 4, k: 64]>
+!W = !psk_core.tensor<[k: 64, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "kblock": condition 3: the k-block of 128 does not divide K (k) = 64}}
+  %0 = psk_realize.nest "f/%0" realize <f64, f64> layout <kblock = 128, order = "IKJ"> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// a row-wise contraction with a tile
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, order or pack, but the tile is [1, 8]}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "row-wise", tile = [1, 8]> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// a row-wise contraction with a k-block
+!A = !psk_core.tensor<[i: 4, k: 64]>
+!W = !psk_core.tensor<[k: 64, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "kblock": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, order or pack, but the k-block is 32}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "row-wise", kblock = 32> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// a row-wise contraction with an order
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "order": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, order or pack, but the order is "JI"}}
+  %0 = psk_realize.nest "f/%0" realize <f64, f64> layout <form = "row-wise", order = "JI"> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// a row-wise contraction with a pack (an NT ein, where a pack is otherwise allowed)
+!Q = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, hd: 32]>
+!K = !psk_core.tensor<[batch: 2, heads: 2, seq2: 8, hd: 32]>
+!S = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, seq2: 8]>
+func.func @f(%q: !Q, %k: !K) -> !S {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, order or pack, but the pack is true}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "row-wise", pack = true> : !S {
+    %0 = psk_core.ein %q[batch, heads, seq, hd], %k[batch, heads, seq2, hd] : !S
+    psk_realize.yield %0 : !S
+  }
+  func.return %0 : !S
+}
+
+// -----
+
+// a tile on a dot that is row-wise by default (J = 12), without stating the form
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 12]>
+!O = !psk_core.tensor<[i: 4, j: 12]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, order or pack, but the tile is [2, 4]; the form is row-wise by default here, since J (j) = 12 is not a multiple of eight: state "form": "tiled" for a tile}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [2, 4]> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// accepted: a size the module does not bind (a dimension variable) is decided at launch
+!A = !psk_core.tensor<[i: N, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 16]>
+!O = !psk_core.tensor<[i: N, j: 16]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [4, 16]> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// a size the module declares as a constant is bound by it
+psk_core.const_dim @M = 12
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: M]>
+!O = !psk_core.tensor<[i: 4, j: M]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's n_j = 8 does not divide J (j) = 12}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [1, 8]> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
