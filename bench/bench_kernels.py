@@ -1,15 +1,30 @@
 """presk's native kernels against numpy and PyTorch, side by side in one run.
 
-    python bench/bench_kernels.py [--threads 2] [--rounds 21] [--only adamw,softmax,layernorm,stream]
+    python bench/bench_kernels.py [--threads 2] [--rounds 41] [--only adamw,softmax,layernorm] [--cpu]
 
-Cases (f32): AdamW over 1e6 and 1e7 parameters (one fused chain; numpy as
-users write it, torch.optim.AdamW foreach and fused), softmax [24576, 256]
-(numpy, torch.softmax), layer normalization [4096, 768] (numpy,
-F.layer_norm), and a stream reference: the same bytes AdamW must move,
-read and written by the simplest kernel presk makes (a copy-like chain),
-which is what a memory-bound kernel can reach on this machine. Every figure
-is the median of `--rounds` rounds, the contenders interleaved round by
-round. PyTorch (the `bench` extra, torch 2.13.0 CPU) is optional.
+Cases (f32): AdamW over 1e6 and 1e7 parameters (one fused chain: psk-fuse
+makes three groups, psk-fuse-launches one kernel; numpy as users write it,
+torch.optim.AdamW foreach and fused), softmax [24576, 256] (numpy,
+torch.softmax), layer normalization [4096, 768] (numpy, F.layer_norm), and
+a stream reference for AdamW: the same bytes AdamW must move (4 arrays read,
+3 written), by the simplest kernel presk makes (bench/programs/stream.mlir,
+one kernel of three additions), which is what a memory-bound kernel reaches
+on this machine with presk's code generation.
+
+Every figure is the median of `--rounds` rounds, the contenders interleaved
+round by round (a slow moment of the machine hits all of them), with the
+quartiles. Wall time by default, on `--threads` threads for presk and
+PyTorch. `--cpu` measures single-threaded CPU time instead (`time.thread_time`
+of the one thread doing the work, presk and PyTorch both on one thread):
+on a shared machine under load, far steadier than wall time, but it says
+nothing of the second core. Inputs are float32 arrays made once, so no call
+converts anything. PyTorch (the `bench` extra, torch 2.13.0 CPU) is optional.
+
+PyTorch runs with `OMP_WAIT_POLICY=PASSIVE` (unless the environment says
+otherwise): by default its OpenMP threads keep spinning for a while after
+each call, holding the core that presk's second worker needs in the next
+turn of the round (presk's softmax measured 6.0 ms instead of 3.6 ms on
+two threads that way); PyTorch's own times are the same either way.
 """
 
 from __future__ import annotations
@@ -17,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,8 +40,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported: see the docstring
 
-from timing import side_by_side  # noqa: E402
+from timing import Timing, side_by_side  # noqa: E402
 
 
 def presk_host(program: str, entry: str, dims: dict[str, int], realize: str = "f32"):  # type: ignore[no-untyped-def]
@@ -52,13 +69,13 @@ def torch_or_none():  # type: ignore[no-untyped-def]
     return torch
 
 
-def adamw_case(n: int, rounds: int, threads: int) -> list[tuple[str, float]]:
+def adamw_case(n: int, rounds: int, threads: int, clock: Callable[[], float]) -> dict[str, Timing]:
     rng = np.random.default_rng(0)
     p, g, m = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
     v = np.abs(rng.standard_normal(n, dtype=np.float32)) + np.float32(0.1)
     lr = np.float32(1e-3)
     host = presk_host("adamw.mlir", "adamw", {"N": n})
-    leaves = [p, g, m, v, np.float32(0.0), np.float32(0.0), lr]
+    leaves = [p, g, m, v, np.array(0.0, np.float32), np.array(0.0, np.float32), np.array(lr)]
     b1, b2, eps, wd = np.float32(0.9), np.float32(0.999), np.float32(1e-8), np.float32(0.01)
 
     def numpy_adamw() -> None:
@@ -67,7 +84,7 @@ def adamw_case(n: int, rounds: int, threads: int) -> list[tuple[str, float]]:
         p2 = p - lr * (m2 / (np.sqrt(v2) + eps) + wd * p)
         del p2
 
-    contenders: dict[str, Callable[[], object]] = {"presk (native, fused)": lambda: host(leaves), "numpy": numpy_adamw}
+    contenders: dict[str, Callable[[], object]] = {"presk (native, one chain)": lambda: host(leaves), "numpy": numpy_adamw}
     torch = torch_or_none()
     if torch is not None:
         torch.set_num_threads(threads)
@@ -80,11 +97,10 @@ def adamw_case(n: int, rounds: int, threads: int) -> list[tuple[str, float]]:
     stream = presk_host("stream.mlir", "stream", {"N": n})
     s_leaves = [p, g, m, v]
     contenders["stream: 4 reads, 3 writes (presk)"] = lambda: stream(s_leaves)
-    result = side_by_side(contenders, rounds=rounds)
-    return [(name, t.median_s) for name, t in result.items()]
+    return side_by_side(contenders, rounds=rounds, clock=clock)
 
 
-def softmax_case(rounds: int, threads: int) -> list[tuple[str, float]]:
+def softmax_case(rounds: int, threads: int, clock: Callable[[], float]) -> dict[str, Timing]:
     x = np.random.default_rng(0).standard_normal((24576, 256), dtype=np.float32)
     host = presk_host("softmax.mlir", "softmax", {"R": 24576, "C": 256})
 
@@ -98,10 +114,10 @@ def softmax_case(rounds: int, threads: int) -> list[tuple[str, float]]:
         torch.set_num_threads(threads)
         tx = torch.from_numpy(x)
         contenders["torch.softmax"] = lambda: torch.softmax(tx, dim=1)
-    return [(name, t.median_s) for name, t in side_by_side(contenders, rounds=rounds).items()]
+    return side_by_side(contenders, rounds=rounds, clock=clock)
 
 
-def layernorm_case(rounds: int, threads: int) -> list[tuple[str, float]]:
+def layernorm_case(rounds: int, threads: int, clock: Callable[[], float]) -> dict[str, Timing]:
     rows, e = 4096, 768
     x = np.random.default_rng(0).standard_normal((rows, e), dtype=np.float32)
     g, b = np.ones(e, np.float32), np.zeros(e, np.float32)
@@ -110,8 +126,6 @@ def layernorm_case(rounds: int, threads: int) -> list[tuple[str, float]]:
     def numpy_layernorm() -> None:
         mu = x.mean(axis=1, keepdims=True)
         d = x - mu
-        var = (d * d).mean(axis=1, keepdims=True)
-        del var
         _ = d / np.sqrt((d * d).mean(axis=1, keepdims=True) + np.float32(1e-5)) * g + b
 
     contenders: dict[str, Callable[[], object]] = {"presk (native)": lambda: host([x, g, b]), "numpy": numpy_layernorm}
@@ -120,34 +134,43 @@ def layernorm_case(rounds: int, threads: int) -> list[tuple[str, float]]:
         torch.set_num_threads(threads)
         tx, tg, tb = (torch.from_numpy(a) for a in (x, g, b))
         contenders["F.layer_norm"] = lambda: torch.nn.functional.layer_norm(tx, (e,), tg, tb)
-    return [(name, t.median_s) for name, t in side_by_side(contenders, rounds=rounds).items()]
+    return side_by_side(contenders, rounds=rounds, clock=clock)
 
 
-def print_table(title: str, rows: list[tuple[str, float]], reference: str) -> None:
-    base = dict(rows)[reference]
+def print_table(title: str, rows: dict[str, Timing], reference: str) -> None:
+    base = rows[reference].median_s
     print(f"\n### {title}\n")
-    print(f"| contender | median ms | time / {reference} |")
-    print("|---|---|---|")
-    for name, t in rows:
-        print(f"| {name} | {t * 1e3:.3f} | {t / base:.2f} |")
+    print(f"| contender | median ms | quartiles ms | time / {reference} |")
+    print("|---|---|---|---|")
+    for name, t in rows.items():
+        lo, hi = t.spread
+        print(f"| {name} | {t.median_s * 1e3:.3f} | {lo * 1e3:.3f}–{hi * 1e3:.3f} | {t.median_s / base:.2f} |")
+    sys.stdout.flush()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument("--rounds", type=int, default=41)
     parser.add_argument("--only", default="adamw,softmax,layernorm")
+    parser.add_argument("--cpu", action="store_true", help="single-threaded CPU time (thread_time) instead of wall time")
     args = parser.parse_args()
-    os.environ["PRESK_THREADS"] = str(args.threads)
+    threads = 1 if args.cpu else args.threads
+    clock = time.thread_time if args.cpu else time.perf_counter
+    os.environ["PRESK_THREADS"] = str(threads)
     only = set(args.only.split(","))
-    print(f"threads {args.threads}, medians of {args.rounds} interleaved rounds, f32")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    what = "CPU time of one thread" if args.cpu else f"wall time, {threads} threads"
+    print(f"{what}, medians of {args.rounds} interleaved rounds, f32; load average {load:.1f} at start")
     if "adamw" in only:
         for n in (1_000_000, 10_000_000):
-            print_table(f"AdamW, {n:.0e} parameters", adamw_case(n, args.rounds, args.threads), "presk (native, fused)")
+            print_table(f"AdamW, {n:.0e} parameters", adamw_case(n, args.rounds, threads, clock), "presk (native, one chain)")
     if "softmax" in only:
-        print_table("softmax [24576, 256]", softmax_case(args.rounds, args.threads), "presk (native)")
+        print_table("softmax [24576, 256]", softmax_case(args.rounds, threads, clock), "presk (native)")
     if "layernorm" in only:
-        print_table("layer norm [4096, 768]", layernorm_case(args.rounds, args.threads), "presk (native)")
+        print_table("layer norm [4096, 768]", layernorm_case(args.rounds, threads, clock), "presk (native)")
+    if hasattr(os, "getloadavg"):
+        print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     return 0
 
 

@@ -28,6 +28,7 @@ _PASSES: dict[str, str] = {
     "psk-fuse": "presk.passes.fuse:FuseElementwise",
     "psk-realize": "presk.passes.realize:RealizeSites",
     "psk-lower-kernel": "presk.lowering.realize_to_kernel:LowerToKernel",
+    "psk-fuse-launches": "presk.passes.fuse_launches:FuseLaunches",
     "psk-verify-layout": "presk.passes.verify_layout:VerifyLayouts",
 }
 

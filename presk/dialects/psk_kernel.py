@@ -250,13 +250,13 @@ class ViewOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ViewOp:
-        source = parser.parse_operand()
+        unresolved = parser.parse_unresolved_operand()
         index = None
         if parser.parse_optional_punctuation("[") is not None:
             index = parser.parse_integer(allow_boolean=False, allow_negative=False)
             parser.parse_punctuation("]")
         parser.parse_punctuation(":")
-        parser.parse_type()
+        source = parser.resolve_operand(unresolved, parser.parse_type())
         parser.parse_keyword("to")
         t = parser.parse_type()
         assert isinstance(t, MemRefType)

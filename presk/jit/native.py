@@ -14,7 +14,11 @@ A call:
    test per buffer and the runner keeps no array alive. Reading an address only
    then is safe because a live numpy array never moves its data. The table is
    never mutated once built (a new set of arrays gets a new table), so two
-   threads may call the same kernel at once;
+   threads may call the same kernel at once. `bind(arrays)` and
+   `launch(binding)` are the two halves, for a caller that keeps one binding
+   per launch site (`presk.jit.executor.HostProgram`: a kernel serving every
+   layer of a fold sees other arrays at each launch, a site the same ones at
+   every call);
 3. checks, with that rebuild, that no buffer the kernel writes overlaps another
    buffer: the translation tells LLVM that buffers do not alias
    (`presk.lowering.kernel_to_llvm`). If one does, the call runs the variant
@@ -104,6 +108,8 @@ class _Binding:
         self.disjoint = _disjoint(starts, [a.nbytes for a in arrays], written)
 
     def matches(self, arrays: Sequence[np.ndarray]) -> bool:
+        if len(arrays) != len(self.refs):
+            return False
         for ref, array in zip(self.refs, arrays):
             if ref() is not array:
                 return False
@@ -164,11 +170,18 @@ class NativeKernel:
                 self._overlapping = self.runner.engine.kernel(ir, self.name).function
             return self._overlapping
 
-    def __call__(self, arrays: Sequence[np.ndarray]) -> None:
+    def bind(self, arrays: Sequence[np.ndarray], previous: _Binding | None = None) -> _Binding:
+        """Check `arrays` (E4003 before any native code runs) and build their pointer table.
+
+        A binding stays valid for as long as the same array objects come in
+        (`_Binding.matches`): a live numpy array never moves its data, and its
+        shape, dtype and flags were checked here.
+        """
         check_buffers(self.name, self.specs, arrays)
-        binding = self._binding
-        if binding is None or not binding.matches(arrays):
-            binding = self._binding = _Binding(arrays, self.written, binding)
+        return _Binding(arrays, self.written, previous)
+
+    def launch(self, binding: _Binding) -> None:
+        """Run `[0, n)` on bound arrays: one call here, or split over the worker pool."""
         n = self.iterations
         if n <= 0:
             return
@@ -181,6 +194,14 @@ class NativeKernel:
             self.runner.pool(workers).run(self._function, binding.address, n)
         else:
             self._function(binding.address, 0, n)
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> None:
+        binding = self._binding
+        if binding is None or not binding.matches(arrays):
+            binding = self._binding = self.bind(arrays, binding)
+        else:
+            check_buffers(self.name, self.specs, arrays)
+        self.launch(binding)
 
     def __repr__(self) -> str:
         return f"NativeKernel({self.name!r}, site={self.site!r}, iterations={self.iterations})"

@@ -14,7 +14,9 @@ from presk.ir.context import presk_context
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.bind import BindSizes
 from presk.passes.fuse import FuseElementwise
+from presk.passes.fuse_launches import FuseLaunches
 from presk.passes.realize import apply_plan
+from presk.passes.verify_layout import check_layouts
 from presk.plans import Plan
 
 
@@ -28,11 +30,20 @@ def realize(module: ModuleOp, env: dict[str, int], plan: Plan, fuse: bool = True
     BindSizes(dims=dims, consts=consts).apply(ctx, realized)
     FuseElementwise(max_nodes=64 if fuse else 1).apply(ctx, realized)
     apply_plan(realized, plan)
+    # The second check: every layout at its launch shapes, before any kernel exists.
+    check_layouts(realized, env)
     return realized
 
 
-def lower(module: ModuleOp, entry: str, env: dict[str, int], plan: Plan, fuse: bool = True) -> ModuleOp:
-    """The kernels and host program of `entry` (a new module; `module` is unchanged)."""
+def lower(
+    module: ModuleOp, entry: str, env: dict[str, int], plan: Plan, fuse: bool = True, fuse_launches: bool | None = None
+) -> ModuleOp:
+    """The kernels and host program of `entry` (a new module; `module` is unchanged).
+
+    `fuse_launches` (default: as `fuse`) runs `psk-fuse-launches` on the kernels.
+    """
     kernels = realize(module, env, plan, fuse)
     LowerToKernel(entry=entry).apply(presk_context(), kernels)
+    if fuse if fuse_launches is None else fuse_launches:
+        FuseLaunches().apply(presk_context(), kernels)
     return kernels

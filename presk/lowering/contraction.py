@@ -4,20 +4,61 @@ Every layout gives every output element the same chain: the FMA of its
 terms in increasing k, starting from zero, in the arithmetic type. The
 layout changes only where the running sums live and in which order the
 elements are visited, so every point of the space computes the default's
-bits.
+bits. What each decision becomes:
+
+- `form`: "tiled" keeps a tile's running sums in registers (`scf.for`
+  `iter_args`); "row-wise" keeps them in the output row from one k to the
+  next (zeroed first, then one FMA per k and column, read and written back).
+- `tile` [m_i, n_j]: the block loops step over tiles of m_i rows and n_j
+  columns; the body holds m_i·n_j accumulators, loads m_i elements of
+  operand 0 and n_j of operand 1 per k, and stores the tile once.
+- `kblock` (32, 128): the k loop becomes a loop over blocks of K and one
+  within each block, k = block·size + within, still in increasing k.
+- `order`: the block loops, outermost first. Without a k-block "IJ" or
+  "JI". With one, a permutation of "IJK": when K is the innermost block
+  loop ("IJK", "JIK") the running sums stay in registers across blocks;
+  when the k-block loop encloses the I or J block loop, each tile's sums
+  are kept in the OUTPUT buffer between blocks (read back at every block
+  but the first, which starts from zero through a select), which is exact
+  only when the storage type is the arithmetic type (condition 7, checked
+  by the caller).
+- `lanes`: recorded, not applied. The kernel stays in the scalar op subset
+  both executors run; a stated width different from the default is written
+  as `psk_kernel.lanes = L` on the loop over the tile's columns (the J block
+  loop, whose body holds the n_j unrolled columns; the row-wise form's
+  inner column loop), what the LLVM vectoriser is to be given. The native
+  translator does not read it yet: LLVM's own vectoriser decides today.
+- `pack`: done at the host level (`presk.lowering.realize_to_kernel`):
+  operand 1 of an NT contraction copied to a panel (outer axes..., K, J) by
+  `emit_pack`, which the contraction then reads as NN.
+- `split`: done on the finished kernel (`realize_to_kernel.apply_split`), but for
+  the row-wise form's J loop, which sits inside the serial k loop: split, it
+  is emitted outermost (`by_columns`).
+- `epilogue`: `Epilogue` adds the add's other operand to each output element
+  once its sum is done: in f64/f32 in the register before the store; in
+  bf16 the sum is rounded to bf16 and widened back (the store and the read
+  of the add's kernel), then added, then stored. Under a k-block whose loop
+  encloses I or J, the addition belongs to the last block (a select on the
+  block variable); in the row-wise form it is one more sweep of the row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
 from xdsl.ir import Attribute, SSAValue
 
 from presk.dialects.psk_realize_nests import Contraction
 from presk.lowering.kernel_builder import KernelBuilder
 from presk.lowering.nests import Operand, Scalar, accumulate
+
+LANES = "psk_kernel.lanes"
+"""Integer attribute of the loop over a tile's columns: the vector width the layout states."""
 
 
 @dataclass(frozen=True)
@@ -31,52 +72,219 @@ class ContractionOperands:
     sizes: Mapping[str, int]
 
 
+@dataclass(frozen=True)
+class Epilogue:
+    """The add folded into a product's kernel: its other operand, and on which side it adds."""
+
+    operand: Operand
+    product_first: bool
+    """True for `add(product, other)`, False for `add(other, product)` (the add's operand order is kept)."""
+
+
+@dataclass(frozen=True)
+class TiledLayout:
+    """The decisions of the tiled form, resolved."""
+
+    m: int
+    n: int
+    kblock: int | None
+    order: str
+
+    @property
+    def sums_in_output(self) -> bool:
+        """Whether the k-block loop encloses the I or J block loop (running sums kept in the output)."""
+        return self.kblock is not None and self.order[-1] != "K"
+
+
+def tiled_layout(layout: Mapping[str, Any]) -> TiledLayout:
+    """The tile, k-block and order of a resolved layout (their defaults where absent)."""
+    tile = layout.get("tile")
+    m, n = tile if isinstance(tile, list) and len(tile) == 2 else (1, 1)
+    kblock = layout.get("kblock", "none")
+    size = kblock if isinstance(kblock, int) and not isinstance(kblock, bool) else None
+    order = layout.get("order")
+    if not isinstance(order, str) or ("K" in order) != (size is not None):
+        order = "IJK" if size is not None else "IJ"
+    return TiledLayout(m, n, size, order)
+
+
+def lanes_attribute(value: int) -> IntegerAttr:
+    return IntegerAttr(value, i64)
+
+
 def emit_contraction(
     kb: KernelBuilder, co: ContractionOperands, a: Operand, b: Operand, out: SSAValue,
-    layout: Mapping[str, Any], arith_type: Attribute,
+    layout: Mapping[str, Any], arith_type: Attribute, epilogue: Epilogue | None = None,
+    lanes: int | None = None, by_columns: bool = False,
 ) -> None:  # fmt: skip
-    """out[outer, I, J] = Σ_K a[outer, I, K] · b[.., K, J], at the nest's form and tile.
+    """out[outer, I, J] = Σ_K a[outer, I, K] · b[.., K, J], at the nest's layout.
 
-    Tiled: [m_i, n_j] running sums in registers per block of I and J, each
-    the FMA chain of its element in increasing k. Row-wise: the running sums
-    live in the output row from one k to the next (so only where the storage
-    type is the arithmetic type). Both give every element the same chain.
+    `layout` is resolved (stated decisions over the defaults) and already
+    checked against the shapes and types; `lanes`, when not None, is
+    recorded on the column loop. `by_columns` (row-wise form only) puts the
+    loop over J outermost, for a split of the row-wise form's J loop (its
+    loop at depth outer + 2, inside the serial k loop): each column's chain
+    is unchanged, and the runner divides the kernel's outermost loop.
     """
     c, sizes = co.c, co.sizes
     outer = [sizes[n] for n in c.outer]
-    n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
-
-    def at(labels: Sequence[str], where: Mapping[str, SSAValue]) -> list[SSAValue]:
-        return [where[n] for n in labels]
-
+    if by_columns:
+        _row_wise_by_columns(kb, co, a, b, out, arith_type, epilogue, lanes)
+        return
     with kb.nest(outer) as outer_ivs:
         base = dict(zip(c.outer, outer_ivs))
         if layout.get("form") == "row-wise":
+            _row_wise(kb, co, a, b, out, base, arith_type, epilogue, lanes)
+        else:
+            _tiled(kb, co, a, b, out, base, tiled_layout(layout), arith_type, epilogue, lanes)
+
+
+def _at(labels: Sequence[str], where: Mapping[str, SSAValue]) -> list[SSAValue]:
+    return [where[n] for n in labels]
+
+
+def _storage(out: SSAValue) -> Attribute:
+    assert isinstance(out.type, MemRefType)
+    return out.type.element_type
+
+
+def _with_epilogue(
+    kb: KernelBuilder, value: Scalar, out: SSAValue, epilogue: Epilogue, where: Mapping[str, SSAValue],
+    arith_type: Attribute,
+) -> Scalar:  # fmt: skip
+    """The add's value at one output element, from the product's finished sum.
+
+    The separate kernels round the sum to the storage type and read it back;
+    in f64/f32 that is the identity, in bf16 a rounding, done here in the
+    register (truncf, extf) as the store and the add's load would do it.
+    """
+    storage = _storage(out)
+    if storage != arith_type:
+        value = kb.convert(kb.convert(value, storage), arith_type)
+    other = epilogue.operand.read(kb, where, arith_type)
+    return kb.addf(value, other) if epilogue.product_first else kb.addf(other, value)
+
+
+def _row_wise(
+    kb: KernelBuilder, co: ContractionOperands, a: Operand, b: Operand, out: SSAValue,
+    base: Mapping[str, SSAValue], arith_type: Attribute, epilogue: Epilogue | None, lanes: int | None,
+) -> None:  # fmt: skip
+    """The running sums live in the output row: zeroed, then one FMA per k and column (storage = arithmetic)."""
+    c, sizes = co.c, co.sizes
+    n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
+    with kb.loop(n_i, parallel=True) as li:
+        row = {**base, c.i: li.iv}
+        with kb.loop(n_j, parallel=True) as lj:
+            kb.store(kb.real(0.0, arith_type), out, _at(co.out_labels, {**row, c.j: lj.iv}))
+        with kb.loop(n_k) as lk:
+            where = {**row, c.k: lk.iv}
+            x = kb.load_real(a.buffer, _at(co.a_labels, where), arith_type)  # type: ignore[arg-type]
+            with kb.loop(n_j, parallel=True) as lj:
+                if lanes is not None:
+                    lj.op.attributes[LANES] = lanes_attribute(lanes)
+                cell = _at(co.out_labels, {**where, c.j: lj.iv})
+                w = kb.load_real(b.buffer, _at(co.b_labels, {**where, c.j: lj.iv}), arith_type)  # type: ignore[arg-type]
+                kb.store(kb.fma(x, w, kb.load(out, cell)), out, cell)
+        if epilogue is not None:
+            with kb.loop(n_j, parallel=True) as lj:
+                at = {**row, c.j: lj.iv}
+                cell = _at(co.out_labels, at)
+                total = kb.load_real(out, cell, arith_type)
+                kb.store_real(_with_epilogue(kb, total, out, epilogue, at, arith_type), out, cell)
+
+
+def _row_wise_by_columns(
+    kb: KernelBuilder, co: ContractionOperands, a: Operand, b: Operand, out: SSAValue, arith_type: Attribute,
+    epilogue: Epilogue | None, lanes: int | None,
+) -> None:  # fmt: skip
+    """The row-wise form with its J loop outermost: each output element zeroed, its chain, its epilogue."""
+    c, sizes = co.c, co.sizes
+    n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
+    with kb.loop(n_j, parallel=True) as lj:
+        if lanes is not None:
+            lj.op.attributes[LANES] = lanes_attribute(lanes)
+        with kb.nest([sizes[n] for n in c.outer]) as outer_ivs:
             with kb.loop(n_i, parallel=True) as li:
-                row = {**base, c.i: li.iv}
-                with kb.loop(n_j, parallel=True) as lj:
-                    kb.store(kb.real(0.0, arith_type), out, at(co.out_labels, {**row, c.j: lj.iv}))
+                at = {**dict(zip(c.outer, outer_ivs)), c.i: li.iv, c.j: lj.iv}
+                cell = _at(co.out_labels, at)
+                kb.store(kb.real(0.0, arith_type), out, cell)
                 with kb.loop(n_k) as lk:
-                    where = {**row, c.k: lk.iv}
-                    x = kb.load_real(a.buffer, at(co.a_labels, where), arith_type)  # type: ignore[arg-type]
-                    with kb.loop(n_j, parallel=True) as lj:
-                        cell = at(co.out_labels, {**where, c.j: lj.iv})
-                        w = kb.load_real(b.buffer, at(co.b_labels, {**where, c.j: lj.iv}), arith_type)  # type: ignore[arg-type]
-                        kb.store(kb.fma(x, w, kb.load(out, cell)), out, cell)
-            return
-        m, n = layout.get("tile", [1, 1])
-        with kb.loop(n_i // m, parallel=True) as lib, kb.loop(n_j // n, parallel=True) as ljb:
-            rows = [kb.offset(lib.iv, m, r) for r in range(m)]
-            cols = [kb.offset(ljb.iv, n, s) for s in range(n)]
-            zero = kb.real(0.0, arith_type)
+                    where = {**at, c.k: lk.iv}
+                    x = kb.load_real(a.buffer, _at(co.a_labels, where), arith_type)  # type: ignore[arg-type]
+                    w = kb.load_real(b.buffer, _at(co.b_labels, where), arith_type)  # type: ignore[arg-type]
+                    kb.store(kb.fma(x, w, kb.load(out, cell)), out, cell)
+                if epilogue is not None:
+                    total = kb.load_real(out, cell, arith_type)
+                    kb.store_real(_with_epilogue(kb, total, out, epilogue, at, arith_type), out, cell)
 
-            def step(kivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:
-                where = {**base, c.k: kivs[0]}
-                xs = [kb.load_real(a.buffer, at(co.a_labels, {**where, c.i: r}), arith_type) for r in rows]  # type: ignore[arg-type]
-                ws = [kb.load_real(b.buffer, at(co.b_labels, {**where, c.j: s}), arith_type) for s in cols]  # type: ignore[arg-type]
-                return [kb.fma(xs[r], ws[s], accs[r * n + s]) for r in range(m) for s in range(n)]
 
-            sums = accumulate(kb, [n_k], [zero] * (m * n), step)
+def _tiled(
+    kb: KernelBuilder, co: ContractionOperands, a: Operand, b: Operand, out: SSAValue,
+    base: Mapping[str, SSAValue], tl: TiledLayout, arith_type: Attribute, epilogue: Epilogue | None,
+    lanes: int | None,
+) -> None:  # fmt: skip
+    """Block loops in the layout's order over tiles of [m, n]; each tile's chains in increasing k."""
+    c, sizes = co.c, co.sizes
+    n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
+    m, n, size = tl.m, tl.n, tl.kblock
+    counts = {"I": n_i // m, "J": n_j // n, "K": n_k // size if size is not None else 1}
+    # In registers, the k-block loop is the outer of the two k loops around the tile's body.
+    letters = tl.order if tl.sums_in_output else tl.order.replace("K", "")
+    with ExitStack() as stack:
+        ivs: dict[str, SSAValue] = {}
+        for letter in letters:
+            loop = stack.enter_context(kb.loop(counts[letter], parallel=letter != "K"))
+            if letter == "J" and lanes is not None:
+                loop.op.attributes[LANES] = lanes_attribute(lanes)
+            ivs[letter] = loop.iv
+        rows = [kb.offset(ivs["I"], m, r) for r in range(m)]
+        cols = [kb.offset(ivs["J"], n, s) for s in range(n)]
+        zero = kb.real(0.0, arith_type)
+        cells = [_at(co.out_labels, {**base, c.i: rows[r], c.j: cols[s]}) for r in range(m) for s in range(n)]
+
+        def step_at(k: SSAValue, accs: list[Scalar]) -> list[Scalar]:
+            where = {**base, c.k: k}
+            xs = [kb.load_real(a.buffer, _at(co.a_labels, {**where, c.i: r}), arith_type) for r in rows]  # type: ignore[arg-type]
+            ws = [kb.load_real(b.buffer, _at(co.b_labels, {**where, c.j: s}), arith_type) for s in cols]  # type: ignore[arg-type]
+            return [kb.fma(xs[r], ws[s], accs[r * n + s]) for r in range(m) for s in range(n)]
+
+        if not tl.sums_in_output:
+            if size is None:
+                sums = accumulate(kb, [n_k], [zero] * (m * n), lambda kivs, accs: step_at(kivs[0], accs))
+            else:
+                sums = accumulate(
+                    kb, [counts["K"], size], [zero] * (m * n),
+                    lambda kivs, accs: step_at(kb.offset(kivs[0], size, kivs[1]), accs),
+                )  # fmt: skip
             for r in range(m):
                 for s in range(n):
-                    kb.store_real(sums[r * n + s], out, at(co.out_labels, {**base, c.i: rows[r], c.j: cols[s]}))
+                    value = sums[r * n + s]
+                    if epilogue is not None:
+                        at = {**base, c.i: rows[r], c.j: cols[s]}
+                        value = _with_epilogue(kb, value, out, epilogue, at, arith_type)
+                    kb.store_real(value, out, cells[r * n + s])
+            return
+        # The k-block loop encloses I or J: each tile's sums wait in the output between blocks.
+        block = ivs["K"]
+        first = kb.add(arith.CmpiOp(block, kb.index(0), "eq"))
+        inits = [kb.select(first, zero, kb.load_real(out, cell, arith_type)) for cell in cells]
+        sums = accumulate(kb, [size], inits, lambda kivs, accs: step_at(kb.offset(block, size, kivs[0]), accs))  # type: ignore[arg-type]
+        last = kb.add(arith.CmpiOp(block, kb.index(counts["K"] - 1), "eq")) if epilogue is not None else None
+        for r in range(m):
+            for s in range(n):
+                value = sums[r * n + s]
+                if epilogue is not None:
+                    at = {**base, c.i: rows[r], c.j: cols[s]}
+                    value = kb.select(last, _with_epilogue(kb, value, out, epilogue, at, arith_type), value)  # type: ignore[arg-type]
+                kb.store_real(value, out, cells[r * n + s])
+
+
+def emit_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue, order: Sequence[int]) -> None:
+    """panel[p] = source[p permuted]: a copy in the storage type, every loop parallel.
+
+    `order[d]` is the axis of `source` that panel axis d reads; the bits
+    move unchanged (no conversion).
+    """
+    assert isinstance(panel.type, MemRefType)
+    with kb.nest(list(panel.type.get_shape())) as ivs:
+        kb.store(kb.load(source, [ivs[order.index(d)] for d in range(len(order))]), panel, list(ivs))

@@ -147,6 +147,9 @@ def emit_reduction(kb: KernelBuilder, op: core.ReductionOp, x: Operand, out: SSA
     kept = [n for n in xt.names if n not in op.axes]
     counts = dict(zip(xt.names, _sizes(xt)))
     is_max = isinstance(op, core.ReduceMaxOp)
+    if not is_max and kept and list(xt.names) == [*kept, *reduced]:
+        _emit_row_sums(kb, op, x, out, arith_type, kept, reduced, counts)
+        return
     with kb.nest([counts[n] for n in kept]) as ivs:
         index = dict(zip(kept, ivs))
         init = kb.real(-math.inf if is_max else 0.0, arith_type)
@@ -159,6 +162,33 @@ def emit_reduction(kb: KernelBuilder, op: core.ReductionOp, x: Operand, out: SSA
         if isinstance(op, core.MeanOp):
             total = kb.divf(total, kb.real(float(math.prod(counts[n] for n in reduced)), arith_type))
         kb.store_real(total, out, list(ivs))
+
+
+def _emit_row_sums(
+    kb: KernelBuilder, op: core.ReductionOp, x: Operand, out: SSAValue, arith_type: Attribute,
+    kept: Sequence[str], reduced: Sequence[str], counts: Mapping[str, int],
+) -> None:  # fmt: skip
+    """A sum or mean over trailing axes: rows in blocks (`presk.lowering.softmax.row_blocks`).
+
+    Each row's sum still runs over its elements in increasing order; a block
+    of consecutive rows shares the loops, one running value per row, which
+    native code advances together in the lanes of a vector.
+    """
+    from presk.lowering.softmax import row_blocks  # softmax imports this module
+
+    with row_blocks(kb, kept, counts, arith_type) as block:
+
+        def step(rivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:
+            at = dict(zip(reduced, rivs))
+            return [kb.addf(acc, x.read(kb, {**row, **at}, arith_type)) for row, acc in zip(block, accs)]
+
+        zero = kb.real(0.0, arith_type)
+        totals = accumulate(kb, [counts[n] for n in reduced], [zero] * len(block), step)
+        count = kb.real(float(math.prod(counts[n] for n in reduced)), arith_type)
+        for row, total in zip(block, totals):
+            if isinstance(op, core.MeanOp):
+                total = kb.divf(total, count)
+            kb.store_real(total, out, [row[n] for n in kept])
 
 
 def emit_copy(

@@ -8,6 +8,51 @@ tree. Records, tuples, fields and projections are resolved here, at the
 host level, so kernels see only buffers; a split or merge is a view;
 a constant is a literal inside the kernels that read it.
 
+Layouts (the seed's table, `presk.dialects.psk_realize_layout`) are
+applied here, each nest at its bound shapes:
+
+- a contraction nest's form, tile, k-block, order and lanes by
+  `presk.lowering.contraction`; its pack as a copy kernel `pack` launched
+  before it, writing operand 1 as a panel (the outer axes it carries..., K,
+  J) that the contraction reads as NN; its epilogue (below);
+- a softmax's two passes by `presk.lowering.softmax_two_pass`;
+- every nest's split on the finished kernel (`apply_split`): the loop at
+  depth d of the kernel's perfect nest (outermost first) gets
+  `psk_kernel.workers = p` and is moved to the top, since the native runner
+  divides the kernel's outermost loop among its workers. Moving a loop
+  whose iterations are independent outward is legal (each output element
+  keeps its own chain); each worker then runs the loops that were above it
+  over its chunk, as a worksharing loop at depth d would. `"none"` puts
+  `psk_kernel.workers = 1` on the outermost loop; the default
+  (`"executor"`) states nothing. The row-wise form's J loop (its depth is
+  outer + 2, inside the serial k loop, so not in the perfect nest) is
+  emitted outermost when a split names it (`contraction.emit_contraction`,
+  `by_columns`).
+
+Before a nest is lowered, its layout is checked against its shapes,
+types and this machine by the plan's second check (`psk-verify-layout`,
+`presk.passes.verify_layout.layout_violation`), then by this lowering's own
+guard of what it relies on (`contraction_violation`). Both refuse with
+E7002, naming the nest, the decision and the seed's condition: 3 (the tile
+and the k-block divide the axes; a row-wise contraction states none of the
+tiled form's tile, k-block, order or pack but their neutral values), 4
+(lanes are 1 or a width of this machine's registers for the storage type,
+divide the tile's columns, and on an NT contraction need the pack; the
+row-wise form has one lane), 7 (the row-wise form, a k-block loop enclosing
+the I or J block loop, and two softmax passes need the storage type to be
+the arithmetic type: none on bf16), 9 (a pack only on an NT contraction),
+and the epilogue's. Once the kernel exists, `apply_split` checks its split
+against 8 (the loop at that depth is parallel, with two iterations or more)
+and 5 (the workers are the machine's or half of them) on the kernel's
+actual loops.
+
+The epilogue. A contraction nest whose layout states `"epilogue": true`
+launches nothing where it is bound: its value becomes a pending product.
+The add that reads it (a group of one member, the plan's check) launches
+the product's kernel instead, named the product's kernel with `+add`, at
+the product's site and under its layout, on the product's operands and the
+add's other operand, writing the add's result.
+
 The host program receives the entry's arguments flattened to their leaves
 (a record's fields in order, dotted paths kept in `argument_paths`) and
 returns its results the same way. Buffers hold each value in the storage
@@ -23,23 +68,29 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from xdsl.context import Context
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, FunctionType, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects import func, scf
+from xdsl.dialects.builtin import ArrayAttr, FunctionType, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from presk import sizes as size_env
+from presk.cost.machine import Machine, host_machine
 from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
 from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_core import unstack
 from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, TensorType, TupleType
-from presk.dialects.psk_realize import GroupOp, NestOp, SiteOp, resolved_defaults
+from presk.dialects.psk_kernel import PARALLEL, WORKERS
+from presk.dialects.psk_realize import GroupOp, NestOp, SiteOp, layout_error, resolved_defaults
+from presk.dialects.psk_realize_nests import Contraction
 from presk.dialects.psk_realize_nests import contraction as contraction_of
 from presk.interp.realized import argument_storage
 from presk.interp.reference import find_entry
 from presk.ir.locations import error_at
-from presk.lowering import contraction, nests, softmax
+from presk.lowering import contraction, nests, softmax, softmax_two_pass
 from presk.lowering.kernel_builder import INDEX_ELEMENT, KernelBuilder, float_type
+from presk.lowering.kernel_to_llvm import split_loop, trip_count
+from presk.passes.verify_layout import layout_violation as launch_violation
 
 
 @dataclass(frozen=True)
@@ -49,6 +100,16 @@ class Leaf:
     type: Attribute
     buffer: SSAValue | None = None
     constant: float | None = None
+    product: PendingProduct | None = None
+    """A product whose kernel the add that reads it launches (its epilogue); no buffer yet."""
+
+
+@dataclass(frozen=True)
+class PendingProduct:
+    """A contraction nest with an epilogue, waiting for its add: the nest and its operands' leaves."""
+
+    site: NestOp
+    operands: tuple[Leaf, ...]
 
 
 Tree = Any
@@ -103,8 +164,11 @@ def build_tree(t: Attribute, make: Any, path: tuple[Any, ...] = ()) -> Tree:
 class HostLowering:
     """Builds the kernels and the host program of one entry."""
 
-    def __init__(self, module: ModuleOp, entry: str) -> None:
+    def __init__(self, module: ModuleOp, entry: str, machine: Machine | None = None) -> None:
+        self._machine = machine
         self.module = module
+        self.env = size_env.resolve(module)
+        self.checked: set[int] = set()
         self.entry = find_entry(module, entry)
         self.default = argument_storage(module) or "f64"
         self.kernels: dict[tuple[Any, ...], kernel.KernelOp] = {}
@@ -148,6 +212,8 @@ class HostLowering:
         """A buffer holding `leaf` (a literal result gets a one-element fill kernel)."""
         if leaf.buffer is not None:
             return leaf.buffer
+        if leaf.product is not None:
+            raise self.refuse(leaf.product.site, (None, "epilogue", "the product's value is a result of the entry, which its own kernel must store"))
         out_type = buffer_type(leaf.type, self.default)
         out = self.emit(kernel.AllocOp(out_type))
         name = self.kernel_for(("constant", leaf.constant, out_type), "constant", "constant", [out_type],
@@ -215,9 +281,48 @@ class HostLowering:
 
     # -- launches ----------------------------------------------------------------------
 
+    def layout_of(self, site: SiteOp) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(resolved, stated): the site's decisions over their defaults at the bound shapes, and those stated."""
+        stated = site.layout.stated if site.layout is not None else {}
+        # Defaults resolved again here, at the bound shapes (psk-realize may have run before binding).
+        return {**resolved_defaults(site), **stated}, stated
+
+    @property
+    def machine(self) -> Machine:
+        """The machine the layout is checked against (lane widths, workers): the host, unless given."""
+        if self._machine is None:
+            self._machine = host_machine()
+        return self._machine
+
+    def refuse(self, site: SiteOp, violation: Violation) -> PreskError:
+        condition, decision, reason = violation
+        text = reason if condition is None else f"condition {condition}: {reason}"
+        return error_at(site, "E7002", layout_error(site.site_name, decision, text)[len("E7002: ") :])
+
+    def check(self, site: SiteOp) -> None:
+        """The plan's second check (`psk-verify-layout`), once per site: E7002 before the nest is lowered."""
+        if id(site) in self.checked:
+            return
+        if (found := launch_violation(site, self.env, self.machine)) is not None:
+            raise error_at(site, "E7002", found.message(site.site_name)[len("E7002: ") :])
+        self.checked.add(id(site))
+
     def launch(self, site: SiteOp, env: dict[SSAValue, Tree]) -> Tree:
         storage = site.realization.storage_name if site.realization is not None else self.default
-        arith_type = float_type(site.realization.arith_name if site.realization is not None else self.default)
+        arith_name = site.realization.arith_name if site.realization is not None else self.default
+        arith_type = float_type(arith_name)
+        layout, stated = self.layout_of(site)
+        self.check(site)
+        if isinstance(site, NestOp) and contraction_of(site.primitive) is not None:
+            operands = tuple(leaf_at(env[v], ()) for v in site.primitive.operands)
+            if stated.get("epilogue") is True:
+                return Leaf(site.result.type, product=PendingProduct(site, operands))
+            return self.launch_product(site, operands, None, storage, arith_name)
+        if isinstance(site, GroupOp) and (fused := self.epilogue_launch(site, env)) is not None:
+            return fused
+        if isinstance(site, NestOp) and isinstance(site.primitive, core.SoftmaxOp) and layout.get("passes") == 2:
+            if storage != arith_name:
+                raise self.refuse(site, (7, "passes", softmax_two_pass.REFUSAL.format(storage=storage, arith=arith_name)))
         members = site.members
         defined = {op.results[0] for op in members}
         inputs: list[SSAValue] = []
@@ -228,6 +333,9 @@ class HostLowering:
 
         def leaf_launch(path: tuple[Any, ...], result_type: Attribute) -> Leaf:
             operand_leaves = [(v, leaf_at(env[v], path) if _is_tree(v.type) else leaf_at(env[v], ())) for v in inputs]
+            for _, leaf in operand_leaves:
+                if leaf.product is not None:
+                    raise self.refuse(leaf.product.site, (None, "epilogue", "the product's value is read by another launch than its add"))
             buffers = [leaf.buffer for _, leaf in operand_leaves if leaf.buffer is not None]
             out_type = buffer_type(result_type, storage)
             signature = [b.type for b in buffers] + [out_type]
@@ -241,33 +349,157 @@ class HostLowering:
                                      constant=leaf.constant)  # fmt: skip
                     for v, leaf in operand_leaves
                 }
-                self.emit_site(kb, site, operands, result_type, args[-1], arith_type)
+                self.emit_site(kb, site, operands, result_type, args[-1], arith_type, layout)
 
-            name = self.kernel_for(key, self.kernel_name(site), site.site_name, signature, body)
+            name = self.kernel_for(key, self.kernel_name(site), site.site_name, signature, body, (site, layout))
             out = self.emit(kernel.AllocOp(out_type))
             self.emit(kernel.LaunchOp(name, [*buffers, out], site.site_name))  # type: ignore[list-item]
             return Leaf(result_type, out)
 
         return build_tree(site.result.type, leaf_launch)
 
+    def epilogue_launch(self, group: GroupOp, env: dict[SSAValue, Tree]) -> Leaf | None:
+        """The add of a pending product: the product's kernel with the add, at the product's site (or None)."""
+        members = group.members
+        if len(members) != 1 or not isinstance(members[0], core.AddOp):
+            return None
+        add = members[0]
+        leaves = [env[v] for v in add.operands]
+        pending = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Leaf) and leaf.product is not None]
+        if not pending:
+            return None
+        index = pending[0]
+        product = leaves[index].product
+        assert product is not None
+        other = leaves[1 - index]
+        if not isinstance(other, Leaf) or other.product is not None:
+            raise self.refuse(product.site, (None, "epilogue", "the add's other operand is not a tensor the kernel can read"))
+        storage = product.site.realization.storage_name if product.site.realization is not None else self.default
+        arith_name = product.site.realization.arith_name if product.site.realization is not None else self.default
+        epilogue = (add.operands[1 - index], other, index == 0)
+        return self.launch_product(product.site, product.operands, epilogue, storage, arith_name)
+
+    def launch_product(
+        self, site: NestOp, operands: Sequence[Leaf], epilogue: tuple[SSAValue, Leaf, bool] | None,
+        storage: str, arith_name: str,
+    ) -> Leaf:  # fmt: skip
+        """A contraction nest at its layout: checked, packed if it says so, with its epilogue if any."""
+        op = site.primitive
+        layout, stated = self.layout_of(site)
+        co = self.contraction_operands(op, [leaf.type for leaf in operands])
+        other = epilogue[1] if epilogue is not None else None
+        violation = contraction_violation(co, layout, stated, storage, arith_name, self.machine,
+                                          other.type if other is not None else None)  # fmt: skip
+        if violation is not None:
+            raise self.refuse(site, violation)
+        arith_type = float_type(arith_name)
+        values = list(op.operands)
+        leaves = list(operands)
+        if layout.get("pack") is True:
+            leaves[1], co = self.pack(site, leaves[1], co)
+            values[1] = None  # type: ignore[call-overload]  # the panel is no value of the program
+        # Buffers in the order of their first reader, one per value (a panel and the added operand too).
+        keys: list[Any] = [v if v is not None else ("panel", site.site_name) for v in values]
+        if epilogue is not None:
+            keys.append(epilogue[0])
+            leaves.append(epilogue[1])
+        entries: dict[Any, Leaf] = {}
+        for key, leaf in zip(keys, leaves):
+            entries.setdefault(key, leaf)
+        buffers = [leaf.buffer for leaf in entries.values() if leaf.buffer is not None]
+        rt = op.result.type
+        out_type = buffer_type(rt, storage)
+        signature = [b.type for b in buffers] + [out_type]
+        literals = tuple(leaf.constant for leaf in entries.values())
+        product_first = epilogue[2] if epilogue is not None else None
+        key = (site.site_name, "+add" if epilogue is not None else "", tuple(signature), literals, product_first)
+        lanes = stated.get("lanes")
+        recorded = lanes if isinstance(lanes, int) and lanes != resolved_defaults(site).get("lanes") else None
+        # The row-wise form's J loop (depth outer + 2) sits inside the serial k loop: split, it goes outermost.
+        split = layout.get("split")
+        by_columns = (
+            layout.get("form") == "row-wise" and isinstance(split, dict) and split["depth"] == len(co.c.outer) + 2
+        )
+        placed = {**layout, "split": {"depth": 0, "workers": split["workers"]}} if by_columns else layout  # type: ignore[index]
+
+        def body(kb: KernelBuilder, args: Sequence[SSAValue]) -> None:
+            arg_iter = iter(args[:-1])
+            read = {
+                key: nests.Operand(leaf.type, buffer=next(arg_iter) if leaf.buffer is not None else None,
+                                   constant=leaf.constant)  # fmt: skip
+                for key, leaf in entries.items()
+            }
+            epi = contraction.Epilogue(read[keys[2]], bool(product_first)) if epilogue is not None else None
+            contraction.emit_contraction(
+                kb, co, read[keys[0]], read[keys[1]], args[-1], layout, arith_type, epi, recorded, by_columns
+            )
+
+        base = self.kernel_name(site) + ("+add" if epilogue is not None else "")
+        name = self.kernel_for(key, base, site.site_name, signature, body, (site, placed))
+        out = self.emit(kernel.AllocOp(out_type))
+        self.emit(kernel.LaunchOp(name, [*buffers, out], site.site_name))  # type: ignore[list-item]
+        return Leaf(rt, out)
+
+    def contraction_operands(self, op: core.DotOp | core.EinOp, types: Sequence[Attribute]) -> contraction.ContractionOperands:
+        """The axis labels and sizes of a contraction nest (a dot's summed axis is named `__k`)."""
+        rt = op.result.type
+        c = contraction_of(op)
+        assert c is not None
+        if isinstance(op, core.DotOp):
+            x, w = types
+            k = "__k"
+            labels = [(*x.names[:-1], k), (k, *w.names[1:])]  # type: ignore[attr-defined]
+            sizes = {**dict(zip(x.names, nests._sizes(x))), **dict(zip(w.names, nests._sizes(w))), k: nests._sizes(x)[-1]}  # type: ignore[attr-defined]
+            c = replace(c, k=k)
+        else:
+            labels = [tuple(ls) for ls in op.operand_labels]
+            sizes = {}
+            for t, ls in zip(types, labels):
+                sizes.update(zip(ls, nests._sizes(t)))
+        return contraction.ContractionOperands(c, tuple(labels[0]), tuple(labels[1]), tuple(rt.names), sizes)
+
+    def pack(self, site: NestOp, leaf: Leaf, co: contraction.ContractionOperands) -> tuple[Leaf, contraction.ContractionOperands]:
+        """Operand 1 of an NT contraction copied to a panel (its outer axes..., K, J) by a `pack` launch."""
+        assert leaf.buffer is not None and isinstance(leaf.buffer.type, MemRefType)
+        source = leaf.buffer.type
+        labels = co.b_labels
+        rank = len(labels)
+        order = [*range(rank - 2), rank - 1, rank - 2]
+        panel_labels = tuple(labels[d] for d in order)
+        shape = source.get_shape()
+        panel_type = MemRefType(source.element_type, [shape[d] for d in order])
+        name = self.kernel_for(("pack", source, panel_type), "pack", site.site_name, [source, panel_type],
+                               lambda kb, bufs: contraction.emit_pack(kb, bufs[0], bufs[1], order))  # fmt: skip
+        panel = self.emit(kernel.AllocOp(panel_type))
+        self.emit(kernel.LaunchOp(name, [leaf.buffer, panel], site.site_name))  # type: ignore[list-item]
+        c = replace(co.c, nt=False)
+        return Leaf(leaf.type, panel), replace(co, c=c, b_labels=panel_labels)
+
     def kernel_name(self, site: SiteOp) -> str:
         """The seed's names: a group by its root's primitive, a nest by its primitive (`dot`, `mean`, ...)."""
         primitive = site.root.owner if isinstance(site, GroupOp) else site.members[0]
         return primitive.name.split(".", 1)[1]  # type: ignore[union-attr]
 
-    def kernel_for(self, key: tuple[Any, ...], base: str, site: str, signature: Sequence[MemRefType], body: Any) -> str:
+    def kernel_for(
+        self, key: tuple[Any, ...], base: str, site: str, signature: Sequence[MemRefType], body: Any,
+        split: tuple[SiteOp, dict[str, Any]] | None = None,
+    ) -> str:  # fmt: skip
         if key not in self.kernels:
+            k = kernel.KernelOp(base, site, signature)
+            body(KernelBuilder(k.body.block), list(k.body.block.args))
+            if split is not None:
+                owner, layout = split
+                if (violation := apply_split(k, layout.get("split", "executor"), self.machine)) is not None:
+                    raise self.refuse(owner, violation)
             count = self.names[base]
             self.names[base] += 1
-            name = base if count == 0 else f"{base}_{count}"
-            k = kernel.KernelOp(name, site, signature)
-            body(KernelBuilder(k.body.block), list(k.body.block.args))
+            k.sym_name = StringAttr(base if count == 0 else f"{base}_{count}")
             self.kernels[key] = k
         return self.kernels[key].sym_name.data
 
     def emit_site(
         self, kb: KernelBuilder, site: SiteOp, operands: dict[SSAValue, nests.Operand], result_type: Attribute,
-        out: SSAValue, arith_type: Attribute,
+        out: SSAValue, arith_type: Attribute, layout: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
         if isinstance(site, GroupOp):
             nests.emit_group(kb, site.members, site.root, operands, result_type, out, arith_type)
@@ -275,14 +507,15 @@ class HostLowering:
         assert isinstance(site, NestOp)
         op = site.primitive
         args = [operands.get(v) for v in op.operands]
-        # Defaults resolved again here, at the bound shapes (psk-realize may have run before binding).
-        layout = {**resolved_defaults(site), **(site.layout.stated if site.layout is not None else {})}
+        if layout is None:
+            layout, _ = self.layout_of(site)
         if isinstance(op, core.ReductionOp):
             nests.emit_reduction(kb, op, args[0], out, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.DotOp | core.EinOp):
             self.emit_product(kb, op, args, out, layout, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.SoftmaxOp):
-            softmax.emit_softmax(kb, op, args[0], args[1] if len(args) > 1 else None, out, arith_type)  # type: ignore[arg-type]
+            emit = softmax_two_pass.emit_softmax_two_pass if layout.get("passes") == 2 else softmax.emit_softmax
+            emit(kb, op, args[0], args[1] if len(args) > 1 else None, out, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.CrossEntropyOp):
             softmax.emit_cross_entropy(kb, op, args[0], args[1], out, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.GatherOp):
@@ -306,6 +539,7 @@ class HostLowering:
         self, kb: KernelBuilder, op: core.DotOp | core.EinOp, args: Sequence[nests.Operand], out: SSAValue,
         layout: dict[str, Any], arith_type: Attribute,
     ) -> None:  # fmt: skip
+        """A product that is no contraction nest (those go through `launch_product`)."""
         rt = op.result.type
         if isinstance(op, core.DotOp):
             x, w = (a.type for a in args)
@@ -319,14 +553,142 @@ class HostLowering:
             for operand, ls in zip(args, labels):
                 sizes.update(zip(ls, nests._sizes(operand.type)))
             summed = op.summed
-        c = contraction_of(op)
-        if c is not None:
-            if isinstance(op, core.DotOp):
-                c = replace(c, k=k)
-            co = contraction.ContractionOperands(c, tuple(labels[0]), tuple(labels[1]), tuple(rt.names), sizes)
-            contraction.emit_contraction(kb, co, args[0], args[1], out, layout, arith_type)
-        else:
-            nests.emit_product(kb, labels, args, rt, summed, sizes, out, arith_type)
+        nests.emit_product(kb, labels, args, rt, summed, sizes, out, arith_type)
+
+
+Violation = tuple[int | None, str, str]
+"""(the seed's condition, or None for the epilogue's own; the decision; why)."""
+
+
+def contraction_violation(
+    co: contraction.ContractionOperands, layout: dict[str, Any], stated: dict[str, Any], storage: str, arith: str,
+    machine: Machine, added: Attribute | None = None,
+) -> Violation | None:  # fmt: skip
+    """The first launch condition a contraction nest's layout breaks at its shapes and types, or None.
+
+    A guard behind `psk-verify-layout` (`presk.passes.verify_layout`, which
+    `HostLowering.check` runs first), restating what this lowering relies
+    on: conditions 3, 4, 7 and 9 of the seed (the split's 5 and 8 are
+    checked on the kernel, `apply_split`), and the epilogue's: with lanes,
+    the added operand (`added`, its type) runs along J innermost or not at all.
+    """
+    c, sizes = co.c, co.sizes
+    n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
+    if layout.get("form") == "row-wise":
+        for name, neutral in (("tile", [1, 1]), ("kblock", "none"), ("order", "IJ"), ("pack", False)):
+            if name in stated and stated[name] != neutral:
+                return 3, name, f"a row-wise contraction has no tile, k-block, order or pack, and this one states \"{name}\""
+        if storage != arith:
+            return 7, "form", (
+                f"the row-wise form keeps the running sums in the output buffer, which needs the storage type to be "
+                f"the accumulation type, and {storage} stores what {arith} accumulates"
+            )
+        columns, what = n_j, f"the row's {n_j} columns (J = {c.j})"
+    else:
+        tl = contraction.tiled_layout(layout)
+        if n_i % tl.m:
+            return 3, "tile", f"the tile's {tl.m} rows do not divide I = {c.i} of {n_i}"
+        if n_j % tl.n:
+            return 3, "tile", f"the tile's {tl.n} columns do not divide J = {c.j} of {n_j}"
+        if tl.kblock is not None and n_k % tl.kblock:
+            return 3, "kblock", f"a k-block of {tl.kblock} does not divide K = {c.k} of {n_k}"
+        if tl.sums_in_output and storage != arith:
+            return 7, "order" if "order" in stated else "kblock", (
+                f"in the order \"{tl.order}\" the k-block loop encloses the I or J block loop, so the running sums wait in "
+                f"the output buffer between blocks, which needs the storage type to be the accumulation type, and "
+                f"{storage} stores what {arith} accumulates"
+            )
+        columns, what = tl.n, f"the tile's {tl.n} columns"
+    pack = layout.get("pack") is True
+    if pack and not c.nt:
+        return 9, "pack", "a pack copies operand 1 of an NT contraction (K innermost) to a panel; this contraction's operand 1 already runs along J"
+    lanes = stated.get("lanes")
+    if isinstance(lanes, int) and lanes != 1:
+        if layout.get("form") == "row-wise":
+            return 4, "lanes", "lanes run across a tile's columns, and a row-wise contraction has no tile: its lanes are 1"
+        widths = machine.lane_widths(storage)
+        if lanes not in widths:
+            held = ", ".join(map(str, widths)) if widths else "none: it computes one element at a time"
+            return 4, "lanes", f"lanes are 1 or the width of one of this machine's registers in {storage} ({held}), not {lanes}"
+        if columns % lanes:
+            return 4, "lanes", f"{lanes} lanes do not divide {what}"
+        if c.nt and not pack:
+            return 4, "lanes", "operand 1 of an NT contraction runs along K, not J: lanes across J need the pack"
+        if isinstance(added, TensorType) and c.j in added.names and added.names[-1] != c.j:
+            return None, "epilogue", (
+                f"with lanes, the added operand runs along J ({c.j}) as its innermost axis or not at all; "
+                f"its axes are {', '.join(added.names)}"
+            )
+    return None
+
+
+def perfect_nest(k: kernel.KernelOp) -> list[scf.ForOp]:
+    """The kernel's loops from the outside in, while each block holds one loop alone (besides constants)."""
+    loops: list[scf.ForOp] = []
+    block = k.body.block
+    while True:
+        inner = [op for op in block.ops if not isinstance(op, scf.YieldOp) and op.name != "arith.constant"]
+        if len(inner) != 1 or not isinstance(inner[0], scf.ForOp):
+            return loops
+        loops.append(inner[0])
+        if inner[0].iter_args:
+            return loops
+        block = inner[0].body.block
+
+
+def apply_split(k: kernel.KernelOp, split: Any, machine: Machine) -> Violation | None:
+    """The layout's split on a finished kernel, or the condition (8 or 5) it breaks.
+
+    `{"depth": d, "workers": p}`: the loop at depth d of the kernel's perfect
+    nest must be parallel with two iterations or more (8), and p the
+    machine's workers or half of them (5). That loop is moved to the top,
+    the loops above it keeping their order below it (legal: its iterations
+    are independent, and no loop above it has running values), and carries
+    `psk_kernel.workers = p`; the native runner divides the kernel's
+    outermost loop among its workers. `"none"`: the outermost loop, when
+    the runner would split it, carries `psk_kernel.workers = 1`.
+    `"executor"` (the default) changes nothing.
+    """
+    if split == "none":
+        if (top := split_loop(k)) is not None:
+            top.attributes[WORKERS] = IntegerAttr(1, i64)
+        return None
+    if not isinstance(split, dict):
+        return None
+    depth, workers = split["depth"], split["workers"]
+    chain = perfect_nest(k)
+    if depth >= len(chain):
+        return 8, "split", (
+            f"the kernel has no loop at depth {depth} holding the rest of its nest alone "
+            f"(its perfect nest is {len(chain)} loop{'s' if len(chain) != 1 else ''} deep)"
+        )
+    loop = chain[depth]
+    if PARALLEL not in loop.attributes:
+        return 8, "split", f"the loop at depth {depth} is serial (its iterations carry running sums or run in order)"
+    count = trip_count(loop)
+    if count is None or count < 2:
+        return 8, "split", f"the loop at depth {depth} has {count} iteration{'s' if count != 1 else ''}; a split needs two or more"
+    allowed = machine.allowed_workers()
+    if workers not in allowed:
+        return 5, "split", (
+            f"{workers} workers: a split runs on the machine's workers ({allowed[0]}) or half of them "
+            f"({allowed[-1]})"
+        )
+    loops = chain[: depth + 1]
+    if any(lp.iter_args for lp in loops):
+        return 8, "split", f"a loop with running values encloses the loop at depth {depth}"
+    bounds = [tuple(lp.operands) for lp in loops]
+    attributes = [dict(lp.attributes) for lp in loops]
+    ivs = [lp.body.block.args[0] for lp in loops]
+    uses = [[(use.operation, use.index) for use in iv.uses] for iv in ivs]
+    for position, source in enumerate([depth, *range(depth)]):
+        target = loops[position]
+        target.operands = bounds[source]
+        target.attributes = attributes[source]
+        for user, index in uses[source]:
+            user.operands[index] = ivs[position]
+    loops[0].attributes[WORKERS] = IntegerAttr(workers, i64)
+    return None
 
 
 def _is_tree(t: Attribute) -> bool:

@@ -1,14 +1,57 @@
-"""Softmax and cross-entropy nests: a row at a time, its reductions in increasing order."""
+"""Softmax and cross-entropy nests: rows in blocks, each row's reductions in increasing order.
+
+A row's arithmetic is the reference's, whatever the block: its maximum, then
+the sum of its exponentials in increasing index order, then the quotients.
+What the blocks change is only the order in which independent rows are
+worked on. `jam_factor` consecutive rows of the innermost row axis form a
+block; each row's maximum is one loop streaming through the row; then one
+loop over the softmax axis carries the running sums of every row of the
+block, so that native code has that many independent sums in flight (one
+row's sum is a chain of dependent additions: alone, its latency would set
+the pace) and `presk.lowering.kernel_to_llvm` computes the exponentials of
+16 consecutive elements of a row in one vector and adds them to each row's
+sum lane by lane, in order, after a register transpose. Last, each row's
+quotients. The kernel interpreter runs the same IR (vectorised over the
+blocks), so it gives the same bits.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
+from xdsl.dialects.builtin import Float64Type, MemRefType
 from xdsl.ir import Attribute, SSAValue
 
 from presk.dialects import psk_core as core
 from presk.lowering.kernel_builder import KernelBuilder
 from presk.lowering.nests import Operand, Scalar, _sizes, accumulate
+
+JAM_BITS = 512
+"""Rows per block times the arithmetic type's width: one zmm register of running sums (16 f32, 8 f64)."""
+
+
+def jam_factor(count: int, arith_type: Attribute) -> int:
+    """Rows per block: the largest power of two up to one register's lanes that divides `count`."""
+    factor = JAM_BITS // (64 if isinstance(arith_type, Float64Type) else 32)
+    while factor > 1 and count % factor:
+        factor //= 2
+    return max(factor, 1)
+
+
+@contextmanager
+def row_blocks(
+    kb: KernelBuilder, rows: Sequence[str], counts: Mapping[str, int], arith_type: Attribute
+) -> Iterator[list[dict[str, SSAValue]]]:
+    """A parallel nest over the rows, its innermost axis in blocks: yields each row of a block, by axis name."""
+    if not rows:
+        yield [{}]
+        return
+    jam = jam_factor(counts[rows[-1]], arith_type)
+    with kb.nest([counts[n] for n in rows[:-1]] + [counts[rows[-1]] // jam]) as ivs:
+        outer = dict(zip(rows[:-1], ivs[:-1]))
+        yield [{**outer, rows[-1]: kb.offset(ivs[-1], jam, j)} for j in range(jam)]
 
 
 def emit_softmax(
@@ -19,41 +62,65 @@ def emit_softmax(
     With a mask, the maximum and the sum run over the allowed positions and
     a refused one gets 0; a row with none allowed is all 0 (its maximum is
     taken as 0), the reference interpreter's semantics.
+
+    When the output buffer holds the arithmetic type, the second pass stores
+    each exponential (exactly: no rounding) and the third divides it in
+    place, instead of computing it again.
     """
     xt = op.operand.type
     axis = op.axis.data
     rows = [n for n in xt.names if n != axis]
     counts = dict(zip(xt.names, _sizes(xt)))
-    with kb.nest([counts[n] for n in rows]) as ivs:
-        row = dict(zip(rows, ivs))
+    n = counts[axis]
+    assert isinstance(out.type, MemRefType)
+    keep = out.type.element_type == arith_type
+    with row_blocks(kb, rows, counts, arith_type) as block:
 
-        def element(k: SSAValue) -> tuple[Scalar, Scalar | None]:
-            at = {**row, axis: k}
-            allowed = kb.nonzero(mask.read(kb, at, arith_type)) if mask is not None else None
-            return x.read(kb, at, arith_type), allowed
+        def at(j: int, k: SSAValue) -> list[SSAValue]:
+            index = {**block[j], axis: k}
+            return [index[name] for name in xt.names]
 
-        def running_max(kivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:
-            value, allowed = element(kivs[0])
-            bigger = kb.maxf(accs[0], value)
-            return [bigger if allowed is None else kb.select(allowed, bigger, accs[0])]
+        def element(j: int, k: SSAValue) -> tuple[Scalar, Scalar | None]:
+            index = {**block[j], axis: k}
+            allowed = kb.nonzero(mask.read(kb, index, arith_type)) if mask is not None else None
+            return x.read(kb, index, arith_type), allowed
 
         neg_inf = kb.real(-math.inf, arith_type)
-        (top,) = accumulate(kb, [counts[axis]], [neg_inf], running_max)
         zero = kb.real(0.0, arith_type)
-        if mask is not None:
-            top = kb.select(kb.cmpf(top, neg_inf, "oeq"), zero, top)
 
-        def exponential(k: SSAValue) -> Scalar:
-            value, allowed = element(k)
-            e = kb.math("exp", kb.subf(value, top))
+        def row_max(j: int) -> Scalar:
+            def step(kivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:
+                value, allowed = element(j, kivs[0])
+                bigger = kb.maxf(accs[0], value)
+                return [bigger if allowed is None else kb.select(allowed, bigger, accs[0])]
+
+            (top,) = accumulate(kb, [n], [neg_inf], step)
+            return top if mask is None else kb.select(kb.cmpf(top, neg_inf, "oeq"), zero, top)
+
+        tops = [row_max(j) for j in range(len(block))]
+
+        def exponential(j: int, k: SSAValue) -> Scalar:
+            value, allowed = element(j, k)
+            e = kb.math("exp", kb.subf(value, tops[j]))
             return e if allowed is None else kb.select(allowed, e, zero)
 
-        (total,) = accumulate(kb, [counts[axis]], [zero], lambda kivs, accs: [kb.addf(accs[0], exponential(kivs[0]))])
-        empty = kb.cmpf(total, zero, "oeq")
-        with kb.loop(counts[axis], parallel=True) as lk:
-            quotient = kb.divf(exponential(lk.iv), total)
-            value = kb.select(empty, zero, quotient) if mask is not None else quotient
-            kb.store_real(value, out, [({**row, axis: lk.iv})[n] for n in xt.names])
+        def running_sums(kivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:
+            sums = []
+            for j, acc in enumerate(accs):
+                e = exponential(j, kivs[0])
+                if keep:
+                    kb.store(e, out, at(j, kivs[0]))
+                sums.append(kb.addf(acc, e))
+            return sums
+
+        totals = accumulate(kb, [n], [zero] * len(block), running_sums)
+        for j, total in enumerate(totals):
+            empty = kb.cmpf(total, zero, "oeq") if mask is not None else None
+            with kb.loop(n, parallel=True) as lk:
+                e = kb.load(out, at(j, lk.iv)) if keep else exponential(j, lk.iv)
+                quotient = kb.divf(e, total)
+                value = kb.select(empty, zero, quotient) if empty is not None else quotient
+                kb.store_real(value, out, at(j, lk.iv))
 
 
 def emit_cross_entropy(

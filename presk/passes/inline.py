@@ -61,7 +61,7 @@ class InlineCall(RewritePattern):
         ret.detach()
         ret.erase(safe_erase=False)
         rewriter.inline_block(block, InsertPoint.before(op), op.arguments)
-        rewriter.replace_op(op, [], results)
+        rewriter.replace(op, [], results)
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,10 @@ FMT: dict[type, Format] = {np.float32: F32, np.float64: F64}
 # Max error in ulps, asserted: every function is below 1 ulp in both types. The
 # maxima measured offline (f32: all 2**32 inputs against float64; f64: 1.4e5
 # random inputs against mpmath) are in presk.lowering.mathlib_spec's docstring:
-# f32 0.891 / 0.840 / 0.943 / 0.805, f64 0.824 / 0.790 / 0.913 / 0.798.
+# f32 0.891 / 0.840 / 0.943 / 0.805, f64 0.862 / 0.804 / 0.913 / 0.798.
 BOUND = {
     (np.float32, "exp"): 0.9, (np.float32, "log"): 0.85, (np.float32, "tanh"): 0.95, (np.float32, "erf"): 0.85,
-    (np.float64, "exp"): 0.85, (np.float64, "log"): 0.85, (np.float64, "tanh"): 0.95, (np.float64, "erf"): 0.85,
+    (np.float64, "exp"): 0.87, (np.float64, "log"): 0.85, (np.float64, "tanh"): 0.95, (np.float64, "erf"): 0.85,
 }
 
 Native = Callable[[str, np.ndarray, int], np.ndarray]
