@@ -40,6 +40,14 @@ demo: $(STAMP)
 	$(BIN)/presk run corpus/attention.mlir --entry SelfAttention.apply --dim B=2 --dim T=8
 	$(BIN)/presk run corpus/layernorm.mlir --entry LayerNorm.apply --dim B=2 --dim T=8
 	$(BIN)/presk run corpus/mlp.mlir --entry mse --dim B=4
+	@echo "== PSK-Realize: the GPT's fusion groups and launches: $(OUT)/gpt.realize.mlir"
+	$(BIN)/presk dump corpus/nlp/gpt.mlir --stage realize --realize f32 > $(OUT)/gpt.realize.mlir
+	$(BIN)/presk launches corpus/nlp/gpt.mlir --entry loss --entry adamw.step --dim B=2 --dim T=32
+	@echo "== PSK-Kernel: the loss's kernels ($(OUT)/loss.kernel.mlir), run exactly and compiled, in f32"
+	$(BIN)/presk dump corpus/nlp/gpt.mlir --stage kernel --entry loss --dim B=2 --dim T=32 --realize f32 > $(OUT)/loss.kernel.mlir
+	$(BIN)/presk run corpus/nlp/gpt.mlir --entry loss --dim B=2 --dim T=32 --realize f32 --backend kernel
+	$(BIN)/presk run corpus/nlp/gpt.mlir --entry loss --dim B=2 --dim T=32 --realize f32 --backend native
+	$(BIN)/presk bench corpus/nlp/gpt.mlir --entry loss --entry adamw.step --dim B=2 --dim T=32 --realize f32
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from presk import sizes
 from presk.diagnostics import PreskError
 from presk.ir.context import presk_context
-from presk.ir.parse import ParsedModule, parse_module
+from presk.ir.parse import ParsedModule, parse_module, read_source
 from presk.passes.fuse import FuseElementwise
 from presk.passes.realize import apply_plan
 from presk.plans import Plan, plan_from_options, realization_record
@@ -34,16 +34,6 @@ class Program:
     parsed: ParsedModule
     env: dict[str, int]
     """Every constant and every bound dimension variable."""
-
-
-def read_source(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise PreskError("E0001", f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise PreskError("E0001", f"cannot read {path}: {e}") from None
 
 
 def load_program(path: str, dims: list[str], consts: list[str]) -> Program:

@@ -37,7 +37,7 @@ from presk.dialects.psk_realize_nests import launches as is_launching_primitive
 from presk.interp.reference import find_entry
 from presk.ir.context import presk_context
 from presk.ir.locations import error_at
-from presk.ir.parse import parse_module
+from presk.ir.parse import parse_module, read_source
 from presk.passes.fuse import FuseElementwise
 
 # --------------------------------------------------------------------------
@@ -192,23 +192,13 @@ class FunctionRow:
         return self.runs * self.fused
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise PreskError("E0001", f"no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise PreskError("E0001", f"cannot read {path}: {e}") from None
-
-
 def fused_module(source: str | ModuleOp, max_nodes: int | None = None) -> ModuleOp:
     """A fresh copy of the program (parsed, or cloned) after `psk-fuse` (`max_nodes=1`: unfused)."""
     ctx = presk_context()
     if isinstance(source, ModuleOp):
         module = source.clone()
     else:
-        parsed = parse_module(ctx, _read(source), source)
+        parsed = parse_module(ctx, read_source(source), source)
         parsed.verify()
         module = parsed.module
     fuse = FuseElementwise() if max_nodes is None else FuseElementwise(max_nodes=max_nodes)

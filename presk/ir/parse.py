@@ -229,3 +229,13 @@ def _at_parser(parser: PreskParser, padded: str, code: str, message: str) -> Pre
     """An error placed at the operation being parsed when it was raised."""
     line, col = parser.line_col(parser.op_starts[-1] if parser.op_starts else parser.pos)
     return PreskError(code, message.strip()).located(parser.filename, line, col).with_source(padded)
+
+
+def read_source(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise PreskError("E0001", f"no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PreskError("E0001", f"cannot read {path}: {e}") from None

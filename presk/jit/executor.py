@@ -29,7 +29,7 @@ Runner = Callable[[kernel.KernelOp], KernelCall]
 
 
 def dtype_of(t: Attribute) -> np.dtype:
-    """The numpy dtype of a buffer's elements (bf16 through ml_dtypes)."""
+    """The numpy dtype of a buffer's elements (bf16 through ml_dtypes): one mapping for both backends."""
     element = t.element_type if isinstance(t, MemRefType) else t
     if isinstance(element, Float64Type):
         return np.dtype(np.float64)
@@ -37,9 +37,9 @@ def dtype_of(t: Attribute) -> np.dtype:
         return np.dtype(np.float32)
     if isinstance(element, BFloat16Type):
         return np.dtype(ml_dtypes.bfloat16)
-    if isinstance(element, IntegerType):
+    if isinstance(element, IntegerType) and element.width.data == 64:
         return np.dtype(np.int64)
-    raise PreskError("E3003", f"no buffer dtype for {element}")
+    raise PreskError("E3003", f"no buffer dtype for {element} (buffers hold f64, f32, bf16 or i64)")
 
 
 @dataclass(frozen=True)

@@ -36,16 +36,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Self
 
-import ml_dtypes
 import numpy as np
-from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float32Type,
-    Float64Type,
-    IntegerType,
-    MemRefType,
-)
-from xdsl.ir import Attribute
 
 from presk.cost.kernel_cost import (
     SPLIT_THRESHOLD,
@@ -53,8 +44,8 @@ from presk.cost.kernel_cost import (
     weighted_operations,
 )
 from presk.cost.machine import Machine
-from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import KernelOp
+from presk.jit.executor import dtype_of
 from presk.jit.buffers import BufferSpec, check_buffers
 from presk.jit.engine import CompiledKernel, JitEngine
 from presk.jit.pool import WorkerPool
@@ -68,24 +59,6 @@ from presk.lowering.kernel_to_llvm import (
 __all__ = ["KernelCall", "NativeKernel", "NativeRunner", "dtype_of"]
 
 KernelCall = Callable[[Sequence[np.ndarray]], None]
-
-
-def dtype_of(t: Attribute) -> np.dtype:
-    """The numpy dtype of a buffer's elements: float64, float32, ml_dtypes.bfloat16 or int64.
-
-    Takes a memref type or an element type; the same helper as the kernel
-    interpreter's (`presk.interp.kernel.dtype_of`).
-    """
-    element = t.element_type if isinstance(t, MemRefType) else t
-    if isinstance(element, Float64Type):
-        return np.dtype(np.float64)
-    if isinstance(element, Float32Type):
-        return np.dtype(np.float32)
-    if isinstance(element, BFloat16Type):
-        return np.dtype(ml_dtypes.bfloat16)
-    if isinstance(element, IntegerType) and element.width.data == 64:
-        return np.dtype(np.int64)
-    raise PreskError("E3003", f"no buffer dtype for {element} (buffers hold f64, f32, bf16 or i64)")
 
 
 class _Binding:
