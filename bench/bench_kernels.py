@@ -84,7 +84,12 @@ def adamw_case(n: int, rounds: int, threads: int, clock: Callable[[], float]) ->
         p2 = p - lr * (m2 / (np.sqrt(v2) + eps) + wd * p)
         del p2
 
-    contenders: dict[str, Callable[[], object]] = {"presk (native, one chain)": lambda: host(leaves), "numpy": numpy_adamw}
+    torch_form = presk_host("adamw_torch_form.mlir", "adamw", {"N": n})
+    contenders: dict[str, Callable[[], object]] = {
+        "presk (native, one chain)": lambda: host(leaves),
+        "presk, torch's formulation": lambda: torch_form(leaves),
+        "numpy": numpy_adamw,
+    }
     torch = torch_or_none()
     if torch is not None:
         torch.set_num_threads(threads)
