@@ -59,6 +59,7 @@ PLAN_PROGRAMS: dict[str, tuple[str, list[str]]] = {
     "two_dots.json": ("tests/plan/two_dots.mlir", ["B=4"]),
     "epilogue.json": ("tests/plan/epilogue.mlir", ["B=2", "T=16"]),
     "attention.json": ("corpus/nlp/gpt.mlir", ["B=16", "T=256", "C=256"]),
+    "attention_values.json": ("corpus/nlp/gpt.mlir", ["B=16", "T=256", "C=256"]),
 }
 """Each example plan with its program and sizes; default.json applies to every entry."""
 
