@@ -212,8 +212,15 @@ def function_names(source: str | ModuleOp) -> list[str]:
     return [f.sym_name.data for f in module.walk() if isinstance(f, FuncOp)]
 
 
-def _pair(source: str | ModuleOp) -> tuple[ModuleOp, ModuleOp]:
-    return fused_module(source, 1), fused_module(source)
+def _counters(
+    source: str | ModuleOp, entries: Sequence[str] | None, env: Mapping[str, int]
+) -> tuple[list[str], _Counter, _Counter]:
+    """The entries (checked; default every function) and their counters without fusion and with it."""
+    unfused, fused = fused_module(source, 1), fused_module(source)
+    names = list(entries) if entries else function_names(unfused)
+    for entry in names:
+        find_entry(unfused, entry)
+    return names, _Counter(unfused, env), _Counter(fused, env)
 
 
 def launch_table(source: str | ModuleOp, entries: Sequence[str] | None, env: Mapping[str, int]) -> list[LaunchRow]:
@@ -222,12 +229,9 @@ def launch_table(source: str | ModuleOp, entries: Sequence[str] | None, env: Map
     `source` is a program's path or a module (cloned, never changed);
     `entries` default to every function, in source order.
     """
-    unfused, fused = _pair(source)
-    names = list(entries) if entries else function_names(unfused)
-    without, with_ = _Counter(unfused, env), _Counter(fused, env)
+    names, without, with_ = _counters(source, entries, env)
     rows = []
     for entry in names:
-        find_entry(unfused, entry)
         rows.append(LaunchRow(entry, without.total(entry), with_.total(entry)))
     return rows
 
@@ -238,12 +242,9 @@ def breakdown(source: str | ModuleOp, entries: Sequence[str] | None, env: Mappin
     The entry's launch count is the sum over its rows of `runs × own`; that
     is how the table's totals decompose.
     """
-    unfused, fused = _pair(source)
-    names = list(entries) if entries else function_names(unfused)
-    without, with_ = _Counter(unfused, env), _Counter(fused, env)
+    names, without, with_ = _counters(source, entries, env)
     rows = []
     for entry in names:
-        find_entry(unfused, entry)
         for function, runs in without.runs(entry).items():
             rows.append(
                 FunctionRow(entry, function, runs, without.function(function).own, with_.function(function).own)

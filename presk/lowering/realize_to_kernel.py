@@ -82,10 +82,10 @@ from presk.dialects.psk_core import unstack
 from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, TensorType, TupleType
 from presk.dialects.psk_kernel import PARALLEL, WORKERS
 from presk.dialects.psk_realize import GroupOp, NestOp, SiteOp, layout_error, resolved_defaults
-from presk.dialects.psk_realize_nests import Contraction
 from presk.dialects.psk_realize_nests import contraction as contraction_of
 from presk.interp.realized import argument_storage
 from presk.interp.reference import find_entry
+from presk.interp.values import leaf_items
 from presk.ir.locations import error_at
 from presk.lowering import contraction, nests, softmax, softmax_two_pass
 from presk.lowering.kernel_builder import INDEX_ELEMENT, KernelBuilder, float_type
@@ -125,14 +125,6 @@ def buffer_type(t: Attribute, storage: str) -> MemRefType:
     if isinstance(t, TensorType):
         return MemRefType(float_type(storage), list(nests._sizes(t)))
     raise PreskError("E3003", f"psk-lower-kernel: a buffer holds a real or tensor leaf, not {t}")
-
-
-def leaves_of(tree: Tree, prefix: str = "") -> list[tuple[str, Leaf]]:
-    if isinstance(tree, dict):
-        return [item for k, v in tree.items() for item in leaves_of(v, f"{prefix}{k}.")]
-    if isinstance(tree, tuple):
-        return [item for i, v in enumerate(tree) for item in leaves_of(v, f"{prefix}{i}.")]
-    return [(prefix.rstrip("."), tree)]
 
 
 def leaf_at(tree: Tree, path: tuple[Any, ...]) -> Leaf:
@@ -192,7 +184,7 @@ class HostLowering:
         out_values: list[SSAValue] = []
         out_paths: list[str] = []
         for i, tree in enumerate(results):
-            for path, leaf in leaves_of(tree):
+            for path, leaf in leaf_items(tree):
                 out_values.append(self.materialize(leaf))
                 out_paths.append(".".join(p for p in (str(i) if len(results) > 1 else "", path) if p))
         for op in self.ops:
