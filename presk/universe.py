@@ -28,6 +28,10 @@ _PASSES: dict[str, str] = {
     "psk-fuse": "presk.passes.fuse:FuseElementwise",
     "psk-realize": "presk.passes.realize:RealizeSites",
     "psk-lower-kernel": "presk.lowering.realize_to_kernel:LowerToKernel",
+    "psk-pack": "presk.passes.pack:PackOperands",
+    "psk-tile": "presk.passes.tile:TileContractions",
+    "psk-softmax-passes": "presk.passes.softmax_passes:SoftmaxPasses",
+    "psk-split": "presk.passes.split:SplitLoops",
     "psk-fuse-launches": "presk.passes.fuse_launches:FuseLaunches",
     "psk-verify-layout": "presk.passes.verify_layout:VerifyLayouts",
 }

@@ -304,8 +304,10 @@ class ReturnOp(IRDLOperation):
         super().__init__(operands=[list(values)])
 
 
+from presk.dialects.psk_kernel_structured import ContractOp, SoftmaxOp  # noqa: E402  (they need nothing above)
+
 PSKKernel = Dialect(
     "psk_kernel",
-    [KernelOp, HostOp, AllocOp, ViewOp, LaunchOp, ReturnOp],
+    [KernelOp, HostOp, AllocOp, ViewOp, LaunchOp, ReturnOp, ContractOp, SoftmaxOp],
     [],
 )

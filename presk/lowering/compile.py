@@ -1,7 +1,7 @@
 """The whole way down for one entry: PSK-Core → bound → fused → realized → PSK-Kernel.
 
 The same sequence `presk-opt` spells as
-`psk-bind,psk-fuse,psk-realize,psk-lower-kernel{entry=F}`, as one function
+`psk-bind,psk-fuse,psk-realize,psk-lower-kernel{entry=F},psk-pack,psk-tile,psk-softmax-passes,psk-split`, as one function
 for the subcommands and tests that run or print a program's kernels.
 """
 
@@ -10,14 +10,30 @@ from __future__ import annotations
 from xdsl.dialects.builtin import ModuleOp
 
 from presk import sizes
+from presk.cost.machine import Machine, host_machine
 from presk.ir.context import presk_context
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.bind import BindSizes
 from presk.passes.fuse import FuseElementwise
 from presk.passes.fuse_launches import FuseLaunches
+from presk.passes.pack import PackOperands
 from presk.passes.realize import apply_plan
+from presk.passes.softmax_passes import SoftmaxPasses
+from presk.passes.split import split_kernels
+from presk.passes.tile import TileContractions
 from presk.passes.verify_layout import check_layouts
 from presk.plans import Plan
+
+
+def apply_layouts(kernels: ModuleOp, machine: Machine | None = None) -> None:
+    """The layout passes, in the order `presk-opt` spells them after `psk-lower-kernel`.
+
+    `machine` (default: this one) is what a split's workers are checked against.
+    """
+    ctx = presk_context()
+    for layout_pass in (PackOperands(), TileContractions(), SoftmaxPasses()):
+        layout_pass.apply(ctx, kernels)
+    split_kernels(kernels, machine or host_machine())
 
 
 def realize(module: ModuleOp, env: dict[str, int], plan: Plan, fuse: bool = True) -> ModuleOp:
@@ -43,7 +59,9 @@ def lower(
     `fuse_launches` (default: as `fuse`) runs `psk-fuse-launches` on the kernels.
     """
     kernels = realize(module, env, plan, fuse)
-    LowerToKernel(entry=entry).apply(presk_context(), kernels)
+    ctx = presk_context()
+    LowerToKernel(entry=entry).apply(ctx, kernels)
+    apply_layouts(kernels)
     if fuse if fuse_launches is None else fuse_launches:
         FuseLaunches().apply(presk_context(), kernels)
     return kernels

@@ -8,50 +8,36 @@ tree. Records, tuples, fields and projections are resolved here, at the
 host level, so kernels see only buffers; a split or merge is a view;
 a constant is a literal inside the kernels that read it.
 
-Layouts (the seed's table, `presk.dialects.psk_realize_layout`) are
-applied here, each nest at its bound shapes:
-
-- a contraction nest's form, tile, k-block, order and lanes by
-  `presk.lowering.contraction`; its pack as a copy kernel `pack` launched
-  before it, writing operand 1 as a panel (the outer axes it carries..., K,
-  J) that the contraction reads as NN; its epilogue (below);
-- a softmax's two passes by `presk.lowering.softmax_two_pass`;
-- every nest's split on the finished kernel (`apply_split`): the loop at
-  depth d of the kernel's perfect nest (outermost first) gets
-  `psk_kernel.workers = p` and is moved to the top, since the native runner
-  divides the kernel's outermost loop among its workers. Moving a loop
-  whose iterations are independent outward is legal (each output element
-  keeps its own chain); each worker then runs the loops that were above it
-  over its chunk, as a worksharing loop at depth d would. `"none"` puts
-  `psk_kernel.workers = 1` on the outermost loop; the default
-  (`"executor"`) states nothing. The row-wise form's J loop (its depth is
-  outer + 2, inside the serial k loop, so not in the perfect nest) is
-  emitted outermost when a split names it (`contraction.emit_contraction`,
-  `by_columns`).
+Layouts (the seed's table, `presk.dialects.psk_realize_layout`) are not
+applied here but by the layout passes that follow (`psk-pack`, `psk-tile`,
+`psk-softmax-passes`, `psk-split`, `psk-vectorize`): a contraction nest's
+kernel holds one structured `psk_kernel.contract`, a softmax's one
+`psk_kernel.softmax` (`presk.dialects.psk_kernel_structured`), and each
+nest's kernel carries its location and the decisions left to apply
+(`layout = #psk_realize.layout<...>`, `presk.passes.kernel_layout`).
 
 Before a nest is lowered, its layout is checked against its shapes,
 types and this machine by the plan's second check (`psk-verify-layout`,
 `presk.passes.verify_layout.layout_violation`), then by this lowering's own
-guard of what it relies on (`contraction_violation`). Both refuse with
-E7002, naming the nest, the decision and the seed's condition: 3 (the tile
-and the k-block divide the axes; a row-wise contraction states none of the
-tiled form's tile, k-block, order or pack but their neutral values), 4
+guard of what the passes rely on (`contraction_violation`). Both refuse
+with E7002, naming the nest, the decision and the seed's condition: 3 (the
+tile and the k-block divide the axes; a row-wise contraction states none of
+the tiled form's tile, k-block, order or pack but their neutral values), 4
 (lanes are 1 or a width of this machine's registers for the storage type,
 divide the tile's columns, and on an NT contraction need the pack; the
 row-wise form has one lane), 7 (the row-wise form, a k-block loop enclosing
 the I or J block loop, and two softmax passes need the storage type to be
 the arithmetic type: none on bf16), 9 (a pack only on an NT contraction),
-and the epilogue's. Once the kernel exists, `apply_split` checks its split
-against 8 (the loop at that depth is parallel, with two iterations or more)
-and 5 (the workers are the machine's or half of them) on the kernel's
-actual loops.
+and the epilogue's. `psk-split` checks a split against 8 and 5 on the
+kernel's actual loops.
 
 The epilogue. A contraction nest whose layout states `"epilogue": true`
 launches nothing where it is bound: its value becomes a pending product.
 The add that reads it (a group of one member, the plan's check) launches
 the product's kernel instead, named the product's kernel with `+add`, at
 the product's site and under its layout, on the product's operands and the
-add's other operand, writing the add's result.
+add's other operand, writing the add's result: its `contract` has the
+add's operand as `addend`, which `psk-tile` adds to each finished sum.
 
 The host program receives the entry's arguments flattened to their leaves
 (a record's fields in order, dotted paths kept in `argument_paths`) and
@@ -68,8 +54,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from xdsl.context import Context
-from xdsl.dialects import func, scf
-from xdsl.dialects.builtin import ArrayAttr, FunctionType, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    FunctionType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -79,9 +71,23 @@ from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
 from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_core import unstack
-from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, TensorType, TupleType
-from presk.dialects.psk_kernel import PARALLEL, WORKERS
-from presk.dialects.psk_realize import GroupOp, NestOp, SiteOp, layout_error, resolved_defaults
+from presk.dialects.psk_core_types import (
+    IndexTensorType,
+    RealType,
+    RecordType,
+    TensorType,
+    TupleType,
+)
+from presk.dialects.psk_kernel_structured import STRUCTURED_OPS, ContractOp
+from presk.dialects.psk_kernel_structured import SoftmaxOp as StructuredSoftmaxOp
+from presk.dialects.psk_realize import (
+    GroupOp,
+    LayoutAttr,
+    NestOp,
+    SiteOp,
+    layout_error,
+    resolved_defaults,
+)
 from presk.dialects.psk_realize_nests import contraction as contraction_of
 from presk.interp.realized import argument_storage
 from presk.interp.reference import find_entry
@@ -89,7 +95,7 @@ from presk.interp.values import leaf_items
 from presk.ir.locations import error_at
 from presk.lowering import contraction, nests, softmax, softmax_two_pass
 from presk.lowering.kernel_builder import INDEX_ELEMENT, KernelBuilder, float_type
-from presk.lowering.kernel_to_llvm import split_loop, trip_count
+from presk.passes.kernel_layout import LAYOUT
 from presk.passes.verify_layout import layout_violation as launch_violation
 
 
@@ -343,7 +349,7 @@ class HostLowering:
                 }
                 self.emit_site(kb, site, operands, result_type, args[-1], arith_type, layout)
 
-            name = self.kernel_for(key, self.kernel_name(site), site.site_name, signature, body, (site, layout))
+            name = self.kernel_for(key, self.kernel_name(site), site.site_name, signature, body, site)
             out = self.emit(kernel.AllocOp(out_type))
             self.emit(kernel.LaunchOp(name, [*buffers, out], site.site_name))  # type: ignore[list-item]
             return Leaf(result_type, out)
@@ -384,20 +390,15 @@ class HostLowering:
                                           other.type if other is not None else None)  # fmt: skip
         if violation is not None:
             raise self.refuse(site, violation)
-        arith_type = float_type(arith_name)
-        values = list(op.operands)
+        values: list[Any] = list(op.operands)
         leaves = list(operands)
-        if layout.get("pack") is True:
-            leaves[1], co = self.pack(site, leaves[1], co)
-            values[1] = None  # type: ignore[call-overload]  # the panel is no value of the program
-        # Buffers in the order of their first reader, one per value (a panel and the added operand too).
-        keys: list[Any] = [v if v is not None else ("panel", site.site_name) for v in values]
+        # Buffers in the order of their first reader, one per value (the added operand too).
         if epilogue is not None:
-            keys.append(epilogue[0])
+            values.append(epilogue[0])
             leaves.append(epilogue[1])
         entries: dict[Any, Leaf] = {}
-        for key, leaf in zip(keys, leaves):
-            entries.setdefault(key, leaf)
+        for value, leaf in zip(values, leaves):
+            entries.setdefault(value, leaf)
         buffers = [leaf.buffer for leaf in entries.values() if leaf.buffer is not None]
         rt = op.result.type
         out_type = buffer_type(rt, storage)
@@ -405,29 +406,22 @@ class HostLowering:
         literals = tuple(leaf.constant for leaf in entries.values())
         product_first = epilogue[2] if epilogue is not None else None
         key = (site.site_name, "+add" if epilogue is not None else "", tuple(signature), literals, product_first)
-        lanes = stated.get("lanes")
-        recorded = lanes if isinstance(lanes, int) and lanes != resolved_defaults(site).get("lanes") else None
-        # The row-wise form's J loop (depth outer + 2) sits inside the serial k loop: split, it goes outermost.
-        split = layout.get("split")
-        by_columns = (
-            layout.get("form") == "row-wise" and isinstance(split, dict) and split["depth"] == len(co.c.outer) + 2
-        )
-        placed = {**layout, "split": {"depth": 0, "workers": split["workers"]}} if by_columns else layout  # type: ignore[index]
+        c = co.c
 
         def body(kb: KernelBuilder, args: Sequence[SSAValue]) -> None:
             arg_iter = iter(args[:-1])
-            read = {
-                key: nests.Operand(leaf.type, buffer=next(arg_iter) if leaf.buffer is not None else None,
-                                   constant=leaf.constant)  # fmt: skip
-                for key, leaf in entries.items()
-            }
-            epi = contraction.Epilogue(read[keys[2]], bool(product_first)) if epilogue is not None else None
-            contraction.emit_contraction(
-                kb, co, read[keys[0]], read[keys[1]], args[-1], layout, arith_type, epi, recorded, by_columns
-            )
+            read = {value: next(arg_iter) if leaf.buffer is not None else None for value, leaf in entries.items()}
+            added: dict[str, Any] = {}
+            if epilogue is not None:
+                added = {"addend": read[values[2]], "addend_type": epilogue[1].type,
+                         "addend_literal": epilogue[1].constant, "product_first": bool(product_first)}  # fmt: skip
+            kb.add(ContractOp(
+                read[values[0]], read[values[1]], args[-1], c.outer, (c.i, c.j, c.k),  # type: ignore[arg-type]
+                (co.a_labels, co.b_labels, co.out_labels), c.nt, float_type(arith_name), **added,
+            ))  # fmt: skip
 
         base = self.kernel_name(site) + ("+add" if epilogue is not None else "")
-        name = self.kernel_for(key, base, site.site_name, signature, body, (site, placed))
+        name = self.kernel_for(key, base, site.site_name, signature, body, site)
         out = self.emit(kernel.AllocOp(out_type))
         self.emit(kernel.LaunchOp(name, [*buffers, out], site.site_name))  # type: ignore[list-item]
         return Leaf(rt, out)
@@ -450,23 +444,6 @@ class HostLowering:
                 sizes.update(zip(ls, nests._sizes(t)))
         return contraction.ContractionOperands(c, tuple(labels[0]), tuple(labels[1]), tuple(rt.names), sizes)
 
-    def pack(self, site: NestOp, leaf: Leaf, co: contraction.ContractionOperands) -> tuple[Leaf, contraction.ContractionOperands]:
-        """Operand 1 of an NT contraction copied to a panel (its outer axes..., K, J) by a `pack` launch."""
-        assert leaf.buffer is not None and isinstance(leaf.buffer.type, MemRefType)
-        source = leaf.buffer.type
-        labels = co.b_labels
-        rank = len(labels)
-        order = [*range(rank - 2), rank - 1, rank - 2]
-        panel_labels = tuple(labels[d] for d in order)
-        shape = source.get_shape()
-        panel_type = MemRefType(source.element_type, [shape[d] for d in order])
-        name = self.kernel_for(("pack", source, panel_type), "pack", site.site_name, [source, panel_type],
-                               lambda kb, bufs: contraction.emit_pack(kb, bufs[0], bufs[1], order))  # fmt: skip
-        panel = self.emit(kernel.AllocOp(panel_type))
-        self.emit(kernel.LaunchOp(name, [leaf.buffer, panel], site.site_name))  # type: ignore[list-item]
-        c = replace(co.c, nt=False)
-        return Leaf(leaf.type, panel), replace(co, c=c, b_labels=panel_labels)
-
     def kernel_name(self, site: SiteOp) -> str:
         """The seed's names: a group by its root's primitive, a nest by its primitive (`dot`, `mean`, ...)."""
         primitive = site.root.owner if isinstance(site, GroupOp) else site.members[0]
@@ -474,20 +451,33 @@ class HostLowering:
 
     def kernel_for(
         self, key: tuple[Any, ...], base: str, site: str, signature: Sequence[MemRefType], body: Any,
-        split: tuple[SiteOp, dict[str, Any]] | None = None,
+        owner: SiteOp | None = None,
     ) -> str:  # fmt: skip
+        """The kernel of `key`, built once; a nest's kernel carries its nest's location and pending layout."""
         if key not in self.kernels:
             k = kernel.KernelOp(base, site, signature)
             body(KernelBuilder(k.body.block), list(k.body.block.args))
-            if split is not None:
-                owner, layout = split
-                if (violation := apply_split(k, layout.get("split", "executor"), self.machine)) is not None:
-                    raise self.refuse(owner, violation)
+            if owner is not None:
+                k.location = owner.location
+                if (layout := self.pending_layout(owner, k)) is not None:
+                    k.attributes[LAYOUT] = layout
             count = self.names[base]
             self.names[base] += 1
             k.sym_name = StringAttr(base if count == 0 else f"{base}_{count}")
             self.kernels[key] = k
         return self.kernels[key].sym_name.data
+
+    def pending_layout(self, site: SiteOp, k: kernel.KernelOp) -> LayoutAttr | None:
+        """The decisions the layout passes will apply to `k`: those stated away from their default, and
+        (for a kernel holding a structured op, which needs them all) the defaults."""
+        # The epilogue is applied here, where the add finds its product.
+        defaults = {n: v for n, v in resolved_defaults(site).items() if n != "epilogue"}
+        said = site.layout.stated if site.layout is not None else {}
+        stated = {n: v for n, v in said.items() if n != "epilogue" and defaults.get(n) != v}
+        structured = any(isinstance(op, STRUCTURED_OPS) for op in k.body.block.ops)
+        if not stated and not structured:
+            return None
+        return LayoutAttr(stated, defaults if structured else {})
 
     def emit_site(
         self, kb: KernelBuilder, site: SiteOp, operands: dict[SSAValue, nests.Operand], result_type: Attribute,
@@ -506,8 +496,11 @@ class HostLowering:
         elif isinstance(op, core.DotOp | core.EinOp):
             self.emit_product(kb, op, args, out, layout, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.SoftmaxOp):
-            emit = softmax_two_pass.emit_softmax_two_pass if layout.get("passes") == 2 else softmax.emit_softmax
-            emit(kb, op, args[0], args[1] if len(args) > 1 else None, out, arith_type)  # type: ignore[arg-type]
+            x, mask = args[0], args[1] if len(args) > 1 else None
+            kb.add(StructuredSoftmaxOp(
+                x.buffer, mask.buffer if mask is not None else None, out, op.axis.data, arith_type,  # type: ignore[union-attr, arg-type]
+                x.type, mask.type if mask is not None else None,  # type: ignore[union-attr]
+            ))  # fmt: skip
         elif isinstance(op, core.CrossEntropyOp):
             softmax.emit_cross_entropy(kb, op, args[0], args[1], out, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.GatherOp):
@@ -561,7 +554,7 @@ def contraction_violation(
     A guard behind `psk-verify-layout` (`presk.passes.verify_layout`, which
     `HostLowering.check` runs first), restating what this lowering relies
     on: conditions 3, 4, 7 and 9 of the seed (the split's 5 and 8 are
-    checked on the kernel, `apply_split`), and the epilogue's: with lanes,
+    checked on the kernel by `psk-split`), and the epilogue's: with lanes,
     the added operand (`added`, its type) runs along J innermost or not at all.
     """
     c, sizes = co.c, co.sizes
@@ -611,75 +604,6 @@ def contraction_violation(
                 f"with lanes, the added operand runs along J ({c.j}) as its innermost axis or not at all; "
                 f"its axes are {', '.join(added.names)}"
             )
-    return None
-
-
-def perfect_nest(k: kernel.KernelOp) -> list[scf.ForOp]:
-    """The kernel's loops from the outside in, while each block holds one loop alone (besides constants)."""
-    loops: list[scf.ForOp] = []
-    block = k.body.block
-    while True:
-        inner = [op for op in block.ops if not isinstance(op, scf.YieldOp) and op.name != "arith.constant"]
-        if len(inner) != 1 or not isinstance(inner[0], scf.ForOp):
-            return loops
-        loops.append(inner[0])
-        if inner[0].iter_args:
-            return loops
-        block = inner[0].body.block
-
-
-def apply_split(k: kernel.KernelOp, split: Any, machine: Machine) -> Violation | None:
-    """The layout's split on a finished kernel, or the condition (8 or 5) it breaks.
-
-    `{"depth": d, "workers": p}`: the loop at depth d of the kernel's perfect
-    nest must be parallel with two iterations or more (8), and p the
-    machine's workers or half of them (5). That loop is moved to the top,
-    the loops above it keeping their order below it (legal: its iterations
-    are independent, and no loop above it has running values), and carries
-    `psk_kernel.workers = p`; the native runner divides the kernel's
-    outermost loop among its workers. `"none"`: the outermost loop, when
-    the runner would split it, carries `psk_kernel.workers = 1`.
-    `"executor"` (the default) changes nothing.
-    """
-    if split == "none":
-        if (top := split_loop(k)) is not None:
-            top.attributes[WORKERS] = IntegerAttr(1, i64)
-        return None
-    if not isinstance(split, dict):
-        return None
-    depth, workers = split["depth"], split["workers"]
-    chain = perfect_nest(k)
-    if depth >= len(chain):
-        return 8, "split", (
-            f"the kernel has no loop at depth {depth} holding the rest of its nest alone "
-            f"(its perfect nest is {len(chain)} loop{'s' if len(chain) != 1 else ''} deep)"
-        )
-    loop = chain[depth]
-    if PARALLEL not in loop.attributes:
-        return 8, "split", f"the loop at depth {depth} is serial (its iterations carry running sums or run in order)"
-    count = trip_count(loop)
-    if count is None or count < 2:
-        return 8, "split", f"the loop at depth {depth} has {count} iteration{'s' if count != 1 else ''}; a split needs two or more"
-    allowed = machine.allowed_workers()
-    if workers not in allowed:
-        return 5, "split", (
-            f"{workers} workers: a split runs on the machine's workers ({allowed[0]}) or half of them "
-            f"({allowed[-1]})"
-        )
-    loops = chain[: depth + 1]
-    if any(lp.iter_args for lp in loops):
-        return 8, "split", f"a loop with running values encloses the loop at depth {depth}"
-    bounds = [tuple(lp.operands) for lp in loops]
-    attributes = [dict(lp.attributes) for lp in loops]
-    ivs = [lp.body.block.args[0] for lp in loops]
-    uses = [[(use.operation, use.index) for use in iv.uses] for iv in ivs]
-    for position, source in enumerate([depth, *range(depth)]):
-        target = loops[position]
-        target.operands = bounds[source]
-        target.attributes = attributes[source]
-        for user, index in uses[source]:
-            user.operands[index] = ivs[position]
-    loops[0].attributes[WORKERS] = IntegerAttr(workers, i64)
     return None
 
 

@@ -39,6 +39,7 @@ from presk.interp.reference import find_entry, run_entry
 from presk.interp.values import leaf_items
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
+from presk.lowering.compile import apply_layouts
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.bind import BindSizes
 from presk.passes.fuse import FuseElementwise
@@ -695,6 +696,7 @@ def lower(path: str, entry: str, dims: str, realization: str) -> tuple[ModuleOp,
     RealizeSites(realization=realization).apply(ctx, module)
     realized = module.clone()
     LowerToKernel(entry=entry).apply(ctx, module)
+    apply_layouts(module)
     return fused, realized, module
 
 

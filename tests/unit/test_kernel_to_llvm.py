@@ -28,6 +28,7 @@ from presk.lowering.kernel_to_llvm import (
     translate_module,
     written_buffers,
 )
+from presk.lowering.compile import apply_layouts
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.bind import BindSizes
 from presk.passes.fuse import FuseElementwise
@@ -99,6 +100,7 @@ def lowered(entry: str, realization: str) -> tuple[ModuleOp, dict[str, KernelOp]
         LowerToKernel(entry=entry),
     ):
         p.apply(ctx, module)
+    apply_layouts(module)
     return module, {op.sym_name.data: op for op in module.body.block.ops if isinstance(op, KernelOp)}
 
 

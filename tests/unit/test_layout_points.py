@@ -92,6 +92,7 @@ from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram
 from presk.jit.native import NativeRunner
 from presk.lowering.kernel_to_llvm import translate_kernel
+from presk.lowering.compile import apply_layouts
 from presk.lowering.realize_to_kernel import HostLowering
 from presk.passes.bind import BindSizes
 from presk.passes.fuse import FuseElementwise
@@ -369,7 +370,9 @@ def lowered(nest: Nest, storage: str, entry: str, layout: dict[str, Any] | None,
     except VerifyException as error:
         raise PreskError("E7002", str(error).removeprefix("E7002: ")) from None
     site.layout = site.layout.with_defaults(resolved_defaults(site, env))
-    return HostLowering(module, entry, machine).lower()
+    kernels = HostLowering(module, entry, machine).lower()
+    apply_layouts(kernels, machine)
+    return kernels
 
 
 _ATTRIBUTES_THE_INTERPRETER_IGNORES = re.compile(r",? ?psk_kernel\.(workers|lanes) = \d+ : i64")

@@ -1,0 +1,155 @@
+"""The structured ops of PSK-Kernel: a nest whose loops its layout has not made yet.
+
+`psk-lower-kernel` writes a contraction nest as one `psk_kernel.contract`
+and a softmax as one `psk_kernel.softmax` inside their kernels, the way
+MLIR's linalg names a matmul before tiling it; the kernel carries the
+nest's layout (`layout = #psk_realize.layout<...>`). The layout passes then
+rewrite them: `psk-epilogue` folds the add that alone reads a product into
+its `contract`, `psk-pack` gives an NT `contract` a panel, `psk-tile` turns
+a `contract` into its loop nest at the layout's form, tile, k-block and
+order, and `psk-softmax-passes` a `softmax` into its two or three passes.
+Neither executor runs a structured op: they exist between passes.
+
+    psk_kernel.contract %0, %1 -> %2 <{i = "i", j = "j", k = "__k", outer = [],
+        lhs_axes = ["i", "__k"], rhs_axes = ["__k", "j"], out_axes = ["i", "j"]}>
+        : memref<8x8xf32>, memref<8x8xf32> -> memref<8x8xf32>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr, MemRefType, StringAttr, UnitAttr
+from xdsl.ir import Attribute, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+
+def _names(names: Sequence[str]) -> ArrayAttr[StringAttr]:
+    return ArrayAttr([StringAttr(n) for n in names])
+
+
+@irdl_op_definition
+class ContractOp(IRDLOperation):
+    """out[outer, I, J] = Σ_K lhs[outer, I, K] · rhs[.., K, J], plus `addend` once folded (`dot+add`).
+
+    Each buffer's axes are named (`lhs_axes`, ...); `nt` marks an operand 1
+    that carries K innermost. The addend is a buffer (its PSK-Core type in
+    `addend_type`, for its broadcasting) or a literal (`addend_literal`);
+    `product_first` keeps the add's operand order.
+    """
+
+    name = "psk_kernel.contract"
+    lhs = operand_def(MemRefType)
+    rhs = operand_def(MemRefType)
+    addend = opt_operand_def(MemRefType)
+    out = operand_def(MemRefType)
+    outer = prop_def(ArrayAttr[StringAttr])
+    i = prop_def(StringAttr)
+    j = prop_def(StringAttr)
+    k = prop_def(StringAttr)
+    lhs_axes = prop_def(ArrayAttr[StringAttr])
+    rhs_axes = prop_def(ArrayAttr[StringAttr])
+    out_axes = prop_def(ArrayAttr[StringAttr])
+    nt = opt_prop_def(UnitAttr)
+    arith_type = prop_def(Attribute)
+    """The type the sums accumulate in (the site's arithmetic type)."""
+    addend_type = opt_prop_def(Attribute)
+    addend_literal = opt_prop_def(FloatAttr)
+    product_first = opt_prop_def(UnitAttr)
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = (
+        "$lhs `,` $rhs (`plus` $addend^ `:` type($addend))? `->` $out attr-dict"
+        " `:` type($lhs) `,` type($rhs) `->` type($out)"
+    )
+
+    def __init__(
+        self,
+        lhs: SSAValue,
+        rhs: SSAValue,
+        out: SSAValue,
+        outer: Sequence[str],
+        axes: tuple[str, str, str],
+        operand_axes: tuple[Sequence[str], Sequence[str], Sequence[str]],
+        nt: bool,
+        arith_type: Attribute,
+        addend: SSAValue | None = None,
+        addend_type: Attribute | None = None,
+        addend_literal: float | None = None,
+        product_first: bool = False,
+    ) -> None:
+        i, j, k = axes
+        lhs_axes, rhs_axes, out_axes = operand_axes
+        properties: dict[str, Attribute] = {
+            "outer": _names(outer),
+            "i": StringAttr(i),
+            "j": StringAttr(j),
+            "k": StringAttr(k),
+            "lhs_axes": _names(lhs_axes),
+            "rhs_axes": _names(rhs_axes),
+            "out_axes": _names(out_axes),
+        }
+        properties["arith_type"] = arith_type
+        if nt:
+            properties["nt"] = UnitAttr()
+        if addend_type is not None:
+            properties["addend_type"] = addend_type
+        if addend_literal is not None:
+            properties["addend_literal"] = FloatAttr(addend_literal, arith_type)  # type: ignore[arg-type]
+        if product_first:
+            properties["product_first"] = UnitAttr()
+        addends = [addend] if addend is not None else []
+        super().__init__(operands=[lhs, rhs, addends, out], properties=properties)
+
+    def axes_of(self, which: str) -> tuple[str, ...]:
+        return tuple(a.data for a in getattr(self, f"{which}_axes").data)
+
+    def verify_(self) -> None:
+        for which in ("lhs", "rhs", "out"):
+            buffer = getattr(self, which).type
+            axes = self.axes_of(which)
+            if isinstance(buffer, MemRefType) and len(buffer.get_shape()) != len(axes):
+                raise VerifyException(f"the {which} buffer {buffer} has {len(buffer.get_shape())} axes, not {len(axes)}")
+        if self.addend is not None and self.addend_type is None:
+            raise VerifyException("an addend buffer needs its addend_type")
+
+
+@irdl_op_definition
+class SoftmaxOp(IRDLOperation):
+    """out = softmax(x) along `axis` (masked where `mask` is 0): rows of the layout's two or three passes.
+
+    `x_type` and `mask_type` are the operands' PSK-Core types: their axes
+    name the buffers' dimensions, and a mask broadcasts along those it lacks.
+    """
+
+    name = "psk_kernel.softmax"
+    x = operand_def(MemRefType)
+    mask = opt_operand_def(MemRefType)
+    out = operand_def(MemRefType)
+    axis = prop_def(StringAttr)
+    arith_type = prop_def(Attribute)
+    x_type = prop_def(Attribute)
+    mask_type = opt_prop_def(Attribute)
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = "$x (`masked` $mask^ `:` type($mask))? `->` $out attr-dict `:` type($x) `->` type($out)"
+
+    def __init__(
+        self, x: SSAValue, mask: SSAValue | None, out: SSAValue, axis: str, arith_type: Attribute,
+        x_type: Attribute, mask_type: Attribute | None,
+    ) -> None:  # fmt: skip
+        properties: dict[str, Attribute] = {"axis": StringAttr(axis), "arith_type": arith_type, "x_type": x_type}
+        if mask_type is not None:
+            properties["mask_type"] = mask_type
+        super().__init__(operands=[x, [mask] if mask is not None else [], out], properties=properties)
+
+
+STRUCTURED_OPS = (ContractOp, SoftmaxOp)

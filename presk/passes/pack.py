@@ -1,0 +1,110 @@
+"""`psk-pack`: operand 1 of an NT contraction copied to a panel before the contraction runs.
+
+An NT contraction reads operand 1 as b[outer..., J, K]: along a tile's
+columns its elements are K apart, so lanes across J cannot load them
+together. With `pack: true` the host launches a copy kernel `pack` that
+writes b to a panel [outer..., K, J] (the bits unchanged), and the
+contraction reads the panel as NN. The kernel's buffer for operand 1
+becomes the panel's type; each launch of it gets the panel in its place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from presk.dialects import psk_kernel as kernel
+from presk.dialects.psk_kernel_structured import ContractOp
+from presk.lowering import contraction
+from presk.lowering.kernel_builder import KernelBuilder
+from presk.passes.kernel_layout import (
+    consume,
+    fresh_name,
+    kernel_of,
+    kernels,
+    launches_of,
+    refuse,
+    resolved,
+)
+
+
+@dataclass
+class PackOperand(RewritePattern):
+    """An NT `psk_kernel.contract` whose kernel's layout packs: a panel for operand 1, and its copy launches."""
+
+    module: ModuleOp
+    copies: dict[tuple[MemRefType, MemRefType], str] = field(default_factory=dict)
+    """The pack kernel of each (source, panel) type pair: one kernel serves every such copy."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ContractOp, rewriter: PatternRewriter) -> None:
+        k = kernel_of(op)
+        if resolved(k).get("pack") is not True:
+            return
+        if op.nt is None:
+            raise refuse(k, 9, "pack", "a pack copies operand 1 of an NT contraction (K innermost) to a panel; this contraction's operand 1 already runs along J")
+        source = op.rhs.type
+        assert isinstance(source, MemRefType)
+        rank = len(source.get_shape())
+        order = [*range(rank - 2), rank - 1, rank - 2]
+        panel_type = MemRefType(source.element_type, [source.get_shape()[d] for d in order])
+        name = self.pack_kernel(k, source, panel_type, order)
+        # The panel's buffer takes operand 1's place, or comes second when operand 1 has other readers.
+        block = k.body.block
+        old = op.rhs
+        old_index: int = old.index  # type: ignore[attr-defined]
+        shared = any(use.operation is not op or use.index != 1 for use in old.uses)
+        position = 1 if shared else old_index
+        panel_arg = block.insert_arg(panel_type, position)
+        op.operands[1] = panel_arg
+        if not shared:
+            block.erase_arg(old)  # type: ignore[arg-type]
+        for launch in launches_of(self.module, k.sym_name.data):
+            buffers = list(launch.buffers)
+            source_buffer = buffers[old_index]
+            panel = kernel.AllocOp(panel_type)
+            site = launch.attributes["site"]
+            assert isinstance(site, StringAttr)
+            copy = kernel.LaunchOp(name, [source_buffer, panel.result], site.data)
+            rewriter.insert_op([panel, copy], InsertPoint.before(launch))
+            if shared:
+                buffers.insert(position, panel.result)
+            else:
+                buffers[position] = panel.result
+            launch.operands = buffers
+        axes = op.axes_of("rhs")
+        op.properties["rhs_axes"] = ArrayAttr([StringAttr(axes[d]) for d in order])
+        del op.properties["nt"]
+        consume(k, ["pack"])
+
+    def pack_kernel(self, k: kernel.KernelOp, source: MemRefType, panel: MemRefType, order: list[int]) -> str:
+        key = (source, panel)
+        if key not in self.copies:
+            copy = kernel.KernelOp(fresh_name(self.module, "pack"), k.site.data, [source, panel])
+            contraction.emit_pack(KernelBuilder(copy.body.block), *copy.body.block.args, order)
+            self.module.body.block.insert_op_before(copy, k)
+            self.copies[key] = copy.sym_name.data
+        return self.copies[key]
+
+
+@dataclass(frozen=True)
+class PackOperands(ModulePass):
+    """Every NT contraction whose layout says `pack: true` reads a panel its host copies first."""
+
+    name = "psk-pack"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(PackOperand(op), apply_recursively=False).rewrite_module(op)
+        for k in kernels(op):  # `pack: false` is applied by doing nothing
+            if "pack" in resolved(k):
+                consume(k, ["pack"])
