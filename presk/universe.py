@@ -28,6 +28,7 @@ _PASSES: dict[str, str] = {
     "psk-fuse": "presk.passes.fuse:FuseElementwise",
     "psk-realize": "presk.passes.realize:RealizeSites",
     "psk-lower-kernel": "presk.lowering.realize_to_kernel:LowerToKernel",
+    "psk-epilogue": "presk.passes.epilogue:FoldEpilogues",
     "psk-pack": "presk.passes.pack:PackOperands",
     "psk-tile": "presk.passes.tile:TileContractions",
     "psk-softmax-passes": "presk.passes.softmax_passes:SoftmaxPasses",

@@ -1,7 +1,7 @@
 """The whole way down for one entry: PSK-Core → bound → fused → realized → PSK-Kernel.
 
 The same sequence `presk-opt` spells as
-`psk-bind,psk-fuse,psk-realize,psk-lower-kernel{entry=F},psk-pack,psk-tile,psk-softmax-passes,psk-split`, as one function
+`psk-bind,psk-fuse,psk-realize,psk-lower-kernel{entry=F},psk-epilogue,psk-pack,psk-tile,psk-softmax-passes,psk-split`, as one function
 for the subcommands and tests that run or print a program's kernels.
 """
 
@@ -14,6 +14,7 @@ from presk.cost.machine import Machine, host_machine
 from presk.ir.context import presk_context
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.bind import BindSizes
+from presk.passes.epilogue import FoldEpilogues
 from presk.passes.fuse import FuseElementwise
 from presk.passes.fuse_launches import FuseLaunches
 from presk.passes.pack import PackOperands
@@ -31,7 +32,7 @@ def apply_layouts(kernels: ModuleOp, machine: Machine | None = None) -> None:
     `machine` (default: this one) is what a split's workers are checked against.
     """
     ctx = presk_context()
-    for layout_pass in (PackOperands(), TileContractions(), SoftmaxPasses()):
+    for layout_pass in (FoldEpilogues(), PackOperands(), TileContractions(), SoftmaxPasses()):
         layout_pass.apply(ctx, kernels)
     split_kernels(kernels, machine or host_machine())
 

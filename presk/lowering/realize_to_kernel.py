@@ -32,12 +32,8 @@ and the epilogue's. `psk-split` checks a split against 8 and 5 on the
 kernel's actual loops.
 
 The epilogue. A contraction nest whose layout states `"epilogue": true`
-launches nothing where it is bound: its value becomes a pending product.
-The add that reads it (a group of one member, the plan's check) launches
-the product's kernel instead, named the product's kernel with `+add`, at
-the product's site and under its layout, on the product's operands and the
-add's other operand, writing the add's result: its `contract` has the
-add's operand as `addend`, which `psk-tile` adds to each finished sum.
+is lowered as any other, and the add that reads it too: `psk-epilogue`
+folds the two launches into one of `<name>+add` afterwards.
 
 The host program receives the entry's arguments flattened to their leaves
 (a record's fields in order, dotted paths kept in `argument_paths`) and
@@ -106,16 +102,6 @@ class Leaf:
     type: Attribute
     buffer: SSAValue | None = None
     constant: float | None = None
-    product: PendingProduct | None = None
-    """A product whose kernel the add that reads it launches (its epilogue); no buffer yet."""
-
-
-@dataclass(frozen=True)
-class PendingProduct:
-    """A contraction nest with an epilogue, waiting for its add: the nest and its operands' leaves."""
-
-    site: NestOp
-    operands: tuple[Leaf, ...]
 
 
 Tree = Any
@@ -210,8 +196,6 @@ class HostLowering:
         """A buffer holding `leaf` (a literal result gets a one-element fill kernel)."""
         if leaf.buffer is not None:
             return leaf.buffer
-        if leaf.product is not None:
-            raise self.refuse(leaf.product.site, (None, "epilogue", "the product's value is a result of the entry, which its own kernel must store"))
         out_type = buffer_type(leaf.type, self.default)
         out = self.emit(kernel.AllocOp(out_type))
         name = self.kernel_for(("constant", leaf.constant, out_type), "constant", "constant", [out_type],
@@ -309,15 +293,11 @@ class HostLowering:
         storage = site.realization.storage_name if site.realization is not None else self.default
         arith_name = site.realization.arith_name if site.realization is not None else self.default
         arith_type = float_type(arith_name)
-        layout, stated = self.layout_of(site)
+        layout, _ = self.layout_of(site)
         self.check(site)
         if isinstance(site, NestOp) and contraction_of(site.primitive) is not None:
             operands = tuple(leaf_at(env[v], ()) for v in site.primitive.operands)
-            if stated.get("epilogue") is True:
-                return Leaf(site.result.type, product=PendingProduct(site, operands))
-            return self.launch_product(site, operands, None, storage, arith_name)
-        if isinstance(site, GroupOp) and (fused := self.epilogue_launch(site, env)) is not None:
-            return fused
+            return self.launch_product(site, operands, storage, arith_name)
         if isinstance(site, NestOp) and isinstance(site.primitive, core.SoftmaxOp) and layout.get("passes") == 2:
             if storage != arith_name:
                 raise self.refuse(site, (7, "passes", softmax_two_pass.REFUSAL.format(storage=storage, arith=arith_name)))
@@ -331,9 +311,6 @@ class HostLowering:
 
         def leaf_launch(path: tuple[Any, ...], result_type: Attribute) -> Leaf:
             operand_leaves = [(v, leaf_at(env[v], path) if _is_tree(v.type) else leaf_at(env[v], ())) for v in inputs]
-            for _, leaf in operand_leaves:
-                if leaf.product is not None:
-                    raise self.refuse(leaf.product.site, (None, "epilogue", "the product's value is read by another launch than its add"))
             buffers = [leaf.buffer for _, leaf in operand_leaves if leaf.buffer is not None]
             out_type = buffer_type(result_type, storage)
             signature = [b.type for b in buffers] + [out_type]
@@ -356,72 +333,31 @@ class HostLowering:
 
         return build_tree(site.result.type, leaf_launch)
 
-    def epilogue_launch(self, group: GroupOp, env: dict[SSAValue, Tree]) -> Leaf | None:
-        """The add of a pending product: the product's kernel with the add, at the product's site (or None)."""
-        members = group.members
-        if len(members) != 1 or not isinstance(members[0], core.AddOp):
-            return None
-        add = members[0]
-        leaves = [env[v] for v in add.operands]
-        pending = [i for i, leaf in enumerate(leaves) if isinstance(leaf, Leaf) and leaf.product is not None]
-        if not pending:
-            return None
-        index = pending[0]
-        product = leaves[index].product
-        assert product is not None
-        other = leaves[1 - index]
-        if not isinstance(other, Leaf) or other.product is not None:
-            raise self.refuse(product.site, (None, "epilogue", "the add's other operand is not a tensor the kernel can read"))
-        storage = product.site.realization.storage_name if product.site.realization is not None else self.default
-        arith_name = product.site.realization.arith_name if product.site.realization is not None else self.default
-        epilogue = (add.operands[1 - index], other, index == 0)
-        return self.launch_product(product.site, product.operands, epilogue, storage, arith_name)
-
-    def launch_product(
-        self, site: NestOp, operands: Sequence[Leaf], epilogue: tuple[SSAValue, Leaf, bool] | None,
-        storage: str, arith_name: str,
-    ) -> Leaf:  # fmt: skip
-        """A contraction nest at its layout: checked, packed if it says so, with its epilogue if any."""
+    def launch_product(self, site: NestOp, operands: Sequence[Leaf], storage: str, arith_name: str) -> Leaf:
+        """A contraction nest: checked at its shapes, then one structured `contract` for the layout passes."""
         op = site.primitive
         layout, stated = self.layout_of(site)
         co = self.contraction_operands(op, [leaf.type for leaf in operands])
-        other = epilogue[1] if epilogue is not None else None
-        violation = contraction_violation(co, layout, stated, storage, arith_name, self.machine,
-                                          other.type if other is not None else None)  # fmt: skip
-        if violation is not None:
+        if (violation := contraction_violation(co, layout, stated, storage, arith_name, self.machine)) is not None:
             raise self.refuse(site, violation)
-        values: list[Any] = list(op.operands)
-        leaves = list(operands)
-        # Buffers in the order of their first reader, one per value (the added operand too).
-        if epilogue is not None:
-            values.append(epilogue[0])
-            leaves.append(epilogue[1])
-        entries: dict[Any, Leaf] = {}
-        for value, leaf in zip(values, leaves):
+        # Buffers in the order of their first reader, one per value.
+        entries: dict[SSAValue, Leaf] = {}
+        for value, leaf in zip(op.operands, operands):
             entries.setdefault(value, leaf)
-        buffers = [leaf.buffer for leaf in entries.values() if leaf.buffer is not None]
+        buffers = [leaf.buffer for leaf in entries.values()]
         rt = op.result.type
         out_type = buffer_type(rt, storage)
-        signature = [b.type for b in buffers] + [out_type]
-        literals = tuple(leaf.constant for leaf in entries.values())
-        product_first = epilogue[2] if epilogue is not None else None
-        key = (site.site_name, "+add" if epilogue is not None else "", tuple(signature), literals, product_first)
+        signature = [b.type for b in buffers] + [out_type]  # type: ignore[union-attr]
         c = co.c
 
         def body(kb: KernelBuilder, args: Sequence[SSAValue]) -> None:
-            arg_iter = iter(args[:-1])
-            read = {value: next(arg_iter) if leaf.buffer is not None else None for value, leaf in entries.items()}
-            added: dict[str, Any] = {}
-            if epilogue is not None:
-                added = {"addend": read[values[2]], "addend_type": epilogue[1].type,
-                         "addend_literal": epilogue[1].constant, "product_first": bool(product_first)}  # fmt: skip
+            read = dict(zip(entries, args[:-1]))
             kb.add(ContractOp(
-                read[values[0]], read[values[1]], args[-1], c.outer, (c.i, c.j, c.k),  # type: ignore[arg-type]
-                (co.a_labels, co.b_labels, co.out_labels), c.nt, float_type(arith_name), **added,
+                read[op.operands[0]], read[op.operands[1]], args[-1], c.outer, (c.i, c.j, c.k),
+                (co.a_labels, co.b_labels, co.out_labels), c.nt, float_type(arith_name),
             ))  # fmt: skip
 
-        base = self.kernel_name(site) + ("+add" if epilogue is not None else "")
-        name = self.kernel_for(key, base, site.site_name, signature, body, site)
+        name = self.kernel_for((site.site_name, tuple(signature)), self.kernel_name(site), site.site_name, signature, body, site)
         out = self.emit(kernel.AllocOp(out_type))
         self.emit(kernel.LaunchOp(name, [*buffers, out], site.site_name))  # type: ignore[list-item]
         return Leaf(rt, out)
@@ -470,10 +406,9 @@ class HostLowering:
     def pending_layout(self, site: SiteOp, k: kernel.KernelOp) -> LayoutAttr | None:
         """The decisions the layout passes will apply to `k`: those stated away from their default, and
         (for a kernel holding a structured op, which needs them all) the defaults."""
-        # The epilogue is applied here, where the add finds its product.
-        defaults = {n: v for n, v in resolved_defaults(site).items() if n != "epilogue"}
+        defaults = resolved_defaults(site)
         said = site.layout.stated if site.layout is not None else {}
-        stated = {n: v for n, v in said.items() if n != "epilogue" and defaults.get(n) != v}
+        stated = {n: v for n, v in said.items() if defaults.get(n) != v}
         structured = any(isinstance(op, STRUCTURED_OPS) for op in k.body.block.ops)
         if not stated and not structured:
             return None
@@ -547,15 +482,14 @@ Violation = tuple[int | None, str, str]
 
 def contraction_violation(
     co: contraction.ContractionOperands, layout: dict[str, Any], stated: dict[str, Any], storage: str, arith: str,
-    machine: Machine, added: Attribute | None = None,
+    machine: Machine,
 ) -> Violation | None:  # fmt: skip
     """The first launch condition a contraction nest's layout breaks at its shapes and types, or None.
 
     A guard behind `psk-verify-layout` (`presk.passes.verify_layout`, which
     `HostLowering.check` runs first), restating what this lowering relies
     on: conditions 3, 4, 7 and 9 of the seed (the split's 5 and 8 are
-    checked on the kernel by `psk-split`), and the epilogue's: with lanes,
-    the added operand (`added`, its type) runs along J innermost or not at all.
+    checked on the kernel by `psk-split`; the epilogue's by `psk-epilogue`).
     """
     c, sizes = co.c, co.sizes
     n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
@@ -599,11 +533,6 @@ def contraction_violation(
             return 4, "lanes", f"{lanes} lanes do not divide {what}"
         if c.nt and not pack:
             return 4, "lanes", "operand 1 of an NT contraction runs along K, not J: lanes across J need the pack"
-        if isinstance(added, TensorType) and c.j in added.names and added.names[-1] != c.j:
-            return None, "epilogue", (
-                f"with lanes, the added operand runs along J ({c.j}) as its innermost axis or not at all; "
-                f"its axes are {', '.join(added.names)}"
-            )
     return None
 
 

@@ -76,7 +76,7 @@ class PackOperand(RewritePattern):
             site = launch.attributes["site"]
             assert isinstance(site, StringAttr)
             copy = kernel.LaunchOp(name, [source_buffer, panel.result], site.data)
-            rewriter.insert_op([panel, copy], InsertPoint.before(launch))
+            rewriter.insert([panel, copy], InsertPoint.before(launch))
             if shared:
                 buffers.insert(position, panel.result)
             else:
