@@ -1,0 +1,92 @@
+"""The layout passes as passes: what psk-lower-kernel leaves for them, and what each leaves behind.
+
+`psk-lower-kernel` writes contractions and softmaxes as structured ops and
+stamps each nest's kernel with its pending layout; the passes
+(`apply_layouts`) apply every decision and remove it, so the kernels the
+executors see hold loops only and no `layout`. Applying the passes a second
+time changes nothing, and a structured op that reaches an executor is
+refused with a clear error rather than run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+
+from presk.cli.program import load_program
+from presk.diagnostics import PreskError
+from presk.dialects import psk_kernel as kernel
+from presk.dialects.psk_kernel_structured import STRUCTURED_OPS, ContractOp, SoftmaxOp
+from presk.interp.kernel import KernelInterpreter
+from presk.ir.context import presk_context
+from presk.lowering.compile import apply_layouts, realize
+from presk.lowering.realize_to_kernel import LowerToKernel
+from presk.passes.kernel_layout import LAYOUT
+from presk.plans import plan_from_options
+
+ROOT = Path(__file__).resolve().parents[2]
+PLANS = ROOT / "tests" / "plan"
+
+CASES = [
+    ("corpus/nlp/gpt.mlir", "loss", {"B": 2, "T": 8}, None),
+    ("tests/plan/epilogue.mlir", "masked_scores", {"B": 2, "T": 16}, "epilogue.json"),
+    ("tests/plan/epilogue.mlir", "bias_before", {"B": 2, "T": 16}, "epilogue.json"),
+    ("tests/plan/epilogue.mlir", "residual", {"B": 2, "T": 16}, "epilogue.json"),
+    ("tests/plan/two_dots.mlir", "attend", {"B": 4}, "two_dots.json"),
+]
+
+
+def lowered(path: str, entry: str, env: dict[str, int], plan_file: str | None) -> ModuleOp:
+    program = load_program(str(ROOT / path), [f"{k}={v}" for k, v in env.items()], [])
+    plan = plan_from_options(None, None if plan_file is None else f"@{PLANS / plan_file}")
+    realized = realize(program.parsed.module, program.env, plan)
+    LowerToKernel(entry=entry).apply(presk_context(), realized)
+    return realized
+
+
+def structured(module: ModuleOp) -> list[str]:
+    return [op.name for op in module.walk() if isinstance(op, STRUCTURED_OPS)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[1])
+def test_lowering_leaves_structured_ops_with_their_layout(case: tuple) -> None:
+    module = lowered(*case)
+    found = structured(module)
+    assert found, "a contraction or softmax nest becomes a structured op"
+    for op in module.walk():
+        if isinstance(op, ContractOp | SoftmaxOp):
+            owner = op.parent_op()
+            assert isinstance(owner, kernel.KernelOp) and LAYOUT in owner.attributes
+            assert isinstance(owner.location, FileLineColLoc), "errors of the passes are placed at the nest's line"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[1])
+def test_the_passes_apply_every_decision_and_are_idempotent(case: tuple) -> None:
+    module = lowered(*case)
+    apply_layouts(module)
+    assert structured(module) == []
+    assert [k.sym_name.data for k in module.walk() if isinstance(k, kernel.KernelOp) and LAYOUT in k.attributes] == []
+    once = str(module)
+    apply_layouts(module)
+    assert str(module) == once
+
+
+def test_epilogue_leaves_one_launch_and_no_product_buffer() -> None:
+    module = lowered("tests/plan/epilogue.mlir", "bias_before", {"B": 2, "T": 16}, "epilogue.json")
+    apply_layouts(module)
+    launches = [op for op in module.walk() if isinstance(op, kernel.LaunchOp)]
+    assert [op.kernel.string_value() for op in launches] == ["dot+add"]
+    assert len([op for op in module.walk() if isinstance(op, kernel.AllocOp)]) == 1
+    names = [k.sym_name.data for k in module.walk() if isinstance(k, kernel.KernelOp)]
+    assert names == ["dot+add"]
+
+
+def test_a_structured_op_is_refused_by_the_kernel_interpreter() -> None:
+    module = lowered("tests/plan/two_dots.mlir", "attend", {"B": 4}, "two_dots.json")
+    contract = next(op for op in module.walk() if isinstance(op, ContractOp))
+    k = contract.parent_op()
+    assert isinstance(k, kernel.KernelOp)
+    with pytest.raises(PreskError, match="cannot run psk_kernel.contract"):
+        KernelInterpreter().runner(k)
