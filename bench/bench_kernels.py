@@ -3,8 +3,9 @@
     python bench/bench_kernels.py [--threads 2] [--rounds 41] [--only adamw,softmax,layernorm] [--cpu]
 
 Cases (f32): AdamW over 1e6 and 1e7 parameters (one fused chain: psk-fuse
-makes three groups, psk-fuse-launches one kernel; numpy as users write it,
-torch.optim.AdamW foreach and fused), softmax [24576, 256] (numpy,
+makes three groups, psk-fuse-launches one kernel; also with p, m and v
+donated, `psk-in-place`: the step writes p', m', v' over them, as torch
+does; numpy as users write it, torch.optim.AdamW foreach and fused), softmax [24576, 256] (numpy,
 torch.softmax), layer normalization [4096, 768] (numpy, F.layer_norm), and
 a stream reference for AdamW: the same bytes AdamW must move (4 arrays read,
 3 written), by the simplest kernel presk makes (bench/programs/stream.mlir,
@@ -42,10 +43,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported: see the docstring
 
-from timing import Timing, side_by_side  # noqa: E402
+from timing import Timing, side_by_side
 
 
-def presk_host(program: str, entry: str, dims: dict[str, int], realize: str = "f32"):  # type: ignore[no-untyped-def]
+def presk_host(program: str, entry: str, dims: dict[str, int], realize: str = "f32", donate: str | None = None):  # type: ignore[no-untyped-def]
     from presk import sizes
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
@@ -58,7 +59,12 @@ def presk_host(program: str, entry: str, dims: dict[str, int], realize: str = "f
     parsed = parse_module(presk_context(), path.read_text(), str(path))
     parsed.verify()
     env = sizes.resolve(parsed.module, {}, dims)
-    return HostProgram(lower(parsed.module, entry, env, plan_from_options(realize, None)), NativeRunner())
+    kernels = lower(parsed.module, entry, env, plan_from_options(realize, None))
+    if donate:
+        from presk.passes.in_place import donate as donate_arguments
+
+        donate_arguments(kernels, donate)
+    return HostProgram(kernels, NativeRunner())
 
 
 def torch_or_none():  # type: ignore[no-untyped-def]
@@ -85,8 +91,12 @@ def adamw_case(n: int, rounds: int, threads: int, clock: Callable[[], float]) ->
         del p2
 
     torch_form = presk_host("adamw_torch_form.mlir", "adamw", {"N": n})
+    # Donated: p, m, v updated in place, as torch does (their own copies: the other contenders' inputs stay).
+    donated = presk_host("adamw.mlir", "adamw", {"N": n}, donate="params,m,v")
+    d_leaves = [p.copy(), g, m.copy(), v.copy(), *leaves[4:]]
     contenders: dict[str, Callable[[], object]] = {
         "presk (native, one chain)": lambda: host(leaves),
+        "presk, donated p, m, v (in place)": lambda: donated(d_leaves),
         "presk, torch's formulation": lambda: torch_form(leaves),
         "numpy": numpy_adamw,
     }

@@ -4,7 +4,7 @@
 
 Cases: the tiny MiniGPT (corpus/minigpt.mlir at B=2, T=8) forward, loss and
 adamw.step, and the course GPT (corpus/nlp/gpt.mlir at B=2, T=32) forward,
-loss and adamw.step, f32. Inputs are generated once (`presk.interp.inputs`)
+loss and adamw.step (also with p, m and v donated, `psk-in-place`), f32. Inputs are generated once (`presk.interp.inputs`)
 and converted to the buffers' types once, as a training loop holds them;
 `presk bench` converts its float64 inputs at every call, which it counts as
 host time.
@@ -37,7 +37,9 @@ CASES = [
     ("corpus/nlp/gpt.mlir", "GPT.apply", {"B": 2, "T": 32}),
     ("corpus/nlp/gpt.mlir", "loss", {"B": 2, "T": 32}),
     ("corpus/nlp/gpt.mlir", "adamw.step", {"B": 2, "T": 32}),
+    ("corpus/nlp/gpt.mlir", "adamw.step", {"B": 2, "T": 32}, "params,m,v"),
 ]
+"""(program, entry, sizes[, arguments donated: `psk-in-place`, the step written over p, m and v])."""
 
 
 class TimedLaunches:
@@ -66,7 +68,9 @@ class TimedLaunches:
         return Timed()
 
 
-def program(path: str, entry: str, dims: dict[str, int], runner: Any) -> tuple[Any, list[np.ndarray]]:
+def program(
+    path: str, entry: str, dims: dict[str, int], runner: Any, donate: str | None = None
+) -> tuple[Any, list[np.ndarray]]:
     from presk import sizes
     from presk.interp.inputs import make_inputs
     from presk.interp.reference import find_entry
@@ -79,21 +83,26 @@ def program(path: str, entry: str, dims: dict[str, int], runner: Any) -> tuple[A
     parsed = parse_module(presk_context(), (ROOT / path).read_text(), path)
     parsed.verify()
     env = sizes.resolve(parsed.module, {}, dims)
-    host = HostProgram(lower(parsed.module, entry, env, plan_from_options("f32", None)), runner)
+    kernels = lower(parsed.module, entry, env, plan_from_options("f32", None))
+    if donate:
+        from presk.passes.in_place import donate as donate_arguments
+
+        donate_arguments(kernels, donate)
+    host = HostProgram(kernels, runner)
     leaves = flatten_inputs(make_inputs(find_entry(parsed.module, entry), env, 0))
     return host, [np.require(np.asarray(a, dtype), requirements="C") for a, (_, dtype) in zip(leaves, host.inputs)]
 
 
-def measure(path: str, entry: str, dims: dict[str, int], rounds: int) -> dict[str, Any]:
+def measure(path: str, entry: str, dims: dict[str, int], rounds: int, donate: str | None = None) -> dict[str, Any]:
     from presk.jit.native import NativeRunner
 
     native = NativeRunner()
-    host, leaves = program(path, entry, dims, native)
+    host, leaves = program(path, entry, dims, native, donate)
     timed_runner = TimedLaunches(native)
-    timed, _ = program(path, entry, dims, timed_runner)
+    timed, timed_leaves = program(path, entry, dims, timed_runner, donate)
     for _ in range(5):
         host(leaves)
-        timed(leaves)
+        timed(timed_leaves)
     plain, inside, total = [], [], []
     for _ in range(rounds):  # interleaved: a slow moment of the machine hits both series
         start = time.perf_counter()
@@ -101,13 +110,13 @@ def measure(path: str, entry: str, dims: dict[str, int], rounds: int) -> dict[st
         plain.append(time.perf_counter() - start)
         timed_runner.total = 0.0
         start = time.perf_counter()
-        timed(leaves)
+        timed(timed_leaves)
         total.append(time.perf_counter() - start)
         inside.append(timed_runner.total)
     outside = [t - k for t, k in zip(total, inside)]
     launches = host.launch_count
     return {
-        "entry": f"{Path(path).name} {entry}",
+        "entry": f"{Path(path).name} {entry}" + (f" (donated {donate})" if donate else ""),
         "dims": " ".join(f"{k}={v}" for k, v in dims.items()),
         "launches": launches,
         "call_ms": statistics.median(plain) * 1e3,
@@ -126,8 +135,8 @@ def main() -> int:
     print(f"threads {args.threads}, medians of {args.rounds} calls, f32, load average {load:.1f} at start\n")
     print("| program | entry sizes | launches | ms per call | outside kernels | host per launch |")
     print("|---|---|---|---|---|---|")
-    for path, entry, dims in CASES:
-        r = measure(path, entry, dims, args.rounds)
+    for path, entry, dims, *donate in CASES:
+        r = measure(path, entry, dims, args.rounds, *donate)
         print(f"| {r['entry']} | {r['dims']} | {r['launches']} | {r['call_ms']:.3f} | "
               f"{r['outside_share']:.0%} | {r['per_launch_us']:.1f} µs |")  # fmt: skip
         sys.stdout.flush()

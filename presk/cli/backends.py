@@ -36,6 +36,12 @@ def add_backend_arguments(parser: argparse.ArgumentParser, default: str) -> None
         help="workers of the native backend's thread split (default: PRESK_THREADS, else every core)",
     )
     parser.add_argument("--no-fuse", action="store_true", help="launch every primitive by itself (psk-fuse{max-nodes=1})")
+    parser.add_argument(
+        "--donate",
+        metavar="NAMES",
+        help="kernel backends: let results be written over these arguments (comma-separated argument paths, a name "
+        "standing for every leaf under it, or 'all'), as JAX's donate_argnums: psk-in-place; same bits",
+    )
 
 
 def make_runner(backend: str, threads: int | None = None) -> Runner:
@@ -54,13 +60,23 @@ def make_runner(backend: str, threads: int | None = None) -> Runner:
     raise PreskError("E4001", f"--backend {backend}: the kernel backends are {', '.join(KERNEL_BACKENDS)}")
 
 
-def compile_entry(program: Program, entry: str, plan: Plan, fuse: bool = True) -> Any:
-    """The kernel module of `entry`, with the plan's errors placed at their source line."""
+def compile_entry(program: Program, entry: str, plan: Plan, fuse: bool = True, donate: str | None = None) -> Any:
+    """The kernel module of `entry`, with the plan's errors placed at their source line.
+
+    `donate` (`--donate`): arguments whose buffers results may take (`presk.passes.in_place`).
+    """
     try:
-        return lower(program.parsed.module, entry, program.env, plan, fuse)
+        kernels = lower(program.parsed.module, entry, program.env, plan, fuse)
+        if donate:
+            from presk.passes.in_place import donate as donate_arguments
+
+            donate_arguments(kernels, donate)
+        return kernels
     except PreskError as error:
         raise in_program(error, program) from None
 
 
-def host_program(program: Program, entry: str, plan: Plan, backend: str, threads: int | None, fuse: bool) -> HostProgram:
-    return HostProgram(compile_entry(program, entry, plan, fuse), make_runner(backend, threads))
+def host_program(
+    program: Program, entry: str, plan: Plan, backend: str, threads: int | None, fuse: bool, donate: str | None = None
+) -> HostProgram:
+    return HostProgram(compile_entry(program, entry, plan, fuse, donate), make_runner(backend, threads))

@@ -102,7 +102,7 @@ def main(args: argparse.Namespace) -> int:
     for entry in args.entry:
         func = find_entry(program.parsed.module, entry)
         leaves = flatten_inputs(make_inputs(func, program.env, args.seed))
-        kernels = compile_entry(program, entry, plan, fuse=not args.no_fuse)
+        kernels = compile_entry(program, entry, plan, fuse=not args.no_fuse, donate=args.donate)
         host = HostProgram(kernels, runner)
         # Converted once, as a training loop holds its arrays: the timed calls convert nothing.
         leaves = host.prepare_inputs(leaves)
@@ -144,6 +144,8 @@ def report(entry: str, args: argparse.Namespace, host: HostProgram, times: list[
     launches = host.launch_count
     print(f"@{entry}: {args.backend} backend, {launches} launches, median of {rounds} calls "
           f"{median * 1e3:.3f} ms (quartiles {_q(times)})")  # fmt: skip
+    if host.donated:
+        print(f"  donated (results written over them): {', '.join(host.donated_paths)}")
     print(f"  outside kernels: {outside * 1e3:.3f} ms ({outside / median:.0%}), "
           f"{outside / max(launches, 1) * 1e6:.1f} µs per launch")  # fmt: skip
     print("  | kernel | site | launches | ms per call | share |")

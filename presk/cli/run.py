@@ -83,12 +83,14 @@ def _run(args: argparse.Namespace, plan: Plan | None) -> int:
     else:
         inputs = make_inputs(func, env, args.seed)
         check_inputs(func, inputs, env)
+    if args.donate and args.backend == "interp":
+        raise PreskError("E4001", "--donate writes results over arguments in the kernels: give --backend kernel or native")
     if args.backend != "interp":
         if args.bits is not None:
             raise PreskError("E4001", f"--bits runs the reference interpreter; --backend {args.backend} runs machine types")
         plan = plan or plan_of("f64", None)
-        host = host_program(program, args.entry, plan, args.backend, args.threads, not args.no_fuse)
-        leaves = host(flatten_inputs(inputs))
+        host = host_program(program, args.entry, plan, args.backend, args.threads, not args.no_fuse, args.donate)
+        leaves = host(host.prepare_inputs(flatten_inputs(inputs)) if host.donated else flatten_inputs(inputs))
         outputs = rebuild_results(leaves, host.result_paths, len(func.function_type.outputs.data))
         realized = True
     else:

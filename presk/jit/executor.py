@@ -10,6 +10,7 @@ else here is shared, so the two backends differ only in their kernels.
 
 from __future__ import annotations
 
+import bisect
 import sys
 import weakref
 from collections.abc import Callable, Sequence
@@ -18,7 +19,15 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-from xdsl.dialects.builtin import BFloat16Type, Float32Type, Float64Type, IntegerType, MemRefType, ModuleOp
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+)
 from xdsl.ir import Attribute, SSAValue
 
 from presk.diagnostics import PreskError
@@ -69,7 +78,15 @@ Step = Alloc | View | Launch
 
 
 class HostProgram:
-    """One entry's launch sequence, ready to call on input leaves."""
+    """One entry's launch sequence, ready to call on input leaves.
+
+    Donated arguments (`presk.passes.in_place`, `--donate`): an argument a
+    kernel writes is one whose buffer a result has taken. The caller's array
+    is then used as it is and overwritten with that result (which is
+    returned: the same object), so it must already be a writable,
+    C-contiguous array of the buffer's dtype and shape sharing no memory with
+    another input (E4003 otherwise; `prepare_inputs` makes such arrays).
+    """
 
     def __init__(self, module: ModuleOp, runner: Runner) -> None:
         hosts = [op for op in module.body.block.ops if isinstance(op, kernel.HostOp)]
@@ -102,6 +119,11 @@ class HostProgram:
             elif isinstance(op, kernel.ReturnOp):
                 self.outputs = [slots[v] for v in op.values]
         self.slot_count = len(slots)
+        self.donated = _written_arguments(block, kernels)
+        """Input slots a kernel writes (donated by `psk-in-place`): the caller's array is used as it is, and
+        overwritten with the result that takes its place (see `_check_donated`)."""
+        self._donation_bounds: list[tuple[weakref.ref[np.ndarray], int, int] | None] = [None] * len(self.inputs)
+        self._donated_spans: list[tuple[int, int, int]] = []
         self._arena: dict[tuple[tuple[int, ...], np.dtype], list[np.ndarray]] = {}
         self._taken: set[int] = set()
         self._views = {step.slot: step for step in self.steps if isinstance(step, View)}
@@ -158,9 +180,86 @@ class HostProgram:
     def launch_count(self) -> int:
         return sum(isinstance(s, Launch) for s in self.steps)
 
+    @property
+    def donated_paths(self) -> list[str]:
+        """The argument paths of the donated inputs (see `donated`)."""
+        return [self.argument_paths[i] if i < len(self.argument_paths) else str(i) for i in sorted(self.donated)]
+
     def prepare_inputs(self, leaves: Sequence[Any]) -> list[np.ndarray]:
-        """The input leaves in their buffers' types, once, for callers that call many times (benchmarks)."""
-        return [self._convert(i, leaf) for i, leaf in enumerate(leaves)]
+        """The input leaves in their buffers' types, once, for callers that call many times (benchmarks).
+
+        A donated input gets its own writable array when the leaf is not one
+        already (so a prepared list can always be passed to a call); a leaf
+        already usable is kept, and a call then overwrites it.
+        """
+        prepared = []
+        for i, leaf in enumerate(leaves):
+            array = self._convert(i, leaf)
+            if i in self.donated and (not array.flags.writeable or _shares_any(array, leaves, i)):
+                array = array.copy()
+            prepared.append(array)
+        return prepared
+
+    def _check_donated(self, leaves: Sequence[Any], values: list[Any]) -> None:
+        """A donated input must be the caller's own array, writable, sharing no byte with another input (E4003).
+
+        The kernels write results over it: a converted copy would leave the
+        caller's array as it was, and memory shared with another input would
+        change that input under the kernels that read it. The addresses are
+        remembered per input (by identity), so a repeated call on the same
+        arrays costs an identity test per input.
+        """
+        changed: list[int] = []
+        for i, entry in enumerate(self._donation_bounds):
+            if entry is None or entry[0]() is not values[i]:
+                changed.append(i)
+        if not changed:
+            return
+        for i in changed:
+            array = values[i]
+            if i in self.donated and (array is not leaves[i] or not array.flags.writeable):
+                shape, dtype = self.inputs[i]
+                raise PreskError(
+                    "E4003",
+                    f"input '{self._path(i)}' is donated (a result is written over it): pass a writable, "
+                    f"C-contiguous {dtype} array of shape {list(shape)}"
+                    + ("" if array is not leaves[i] else " (this one is read-only)"),
+                )
+            start = array.__array_interface__["data"][0] if array.size else 0
+            self._donation_bounds[i] = (weakref.ref(array), start, start + array.nbytes)
+        if any(i in self.donated for i in changed):
+            spans = sorted((b[1], b[2], i) for i, b in enumerate(self._donation_bounds) if b is not None and b[2] > b[1])
+            end_all, end_donated = (0, -1), (0, -1)
+            for start, end, i in spans:
+                other = end_all if i in self.donated else end_donated
+                if start < other[0]:
+                    self._donation_bounds = [None] * len(self.inputs)
+                    raise PreskError(
+                        "E4003",
+                        f"input '{self._path(i)}' shares memory with input '{self._path(other[1])}', and one of them "
+                        "is donated (a result is written over it): pass separate arrays",
+                    )
+                if end > end_all[0]:
+                    end_all = (end, i)
+                if i in self.donated and end > end_donated[0]:
+                    end_donated = (end, i)
+            self._donated_spans = [(s, e, i) for s, e, i in spans if i in self.donated]
+            return
+        starts = [s for s, _, _ in self._donated_spans]
+        for i in changed:
+            _, start, end = self._donation_bounds[i]  # type: ignore[misc]
+            at = bisect.bisect_left(starts, end)
+            if at and end > start and self._donated_spans[at - 1][1] > start:
+                d = self._donated_spans[at - 1][2]
+                self._donation_bounds = [None] * len(self.inputs)
+                raise PreskError(
+                    "E4003",
+                    f"input '{self._path(i)}' shares memory with input '{self._path(d)}', which is donated (a result "
+                    "is written over it): pass separate arrays",
+                )
+
+    def _path(self, i: int) -> str:
+        return self.argument_paths[i] if i < len(self.argument_paths) else str(i)
 
     def _convert(self, i: int, leaf: Any) -> np.ndarray:
         shape, dtype = self.inputs[i]
@@ -200,6 +299,8 @@ class HostProgram:
         self._taken = set()
         for i, leaf in enumerate(leaves):
             values[i] = self._convert(i, leaf)
+        if self.donated:
+            self._check_donated(leaves, values)
         for entry in self._plan:
             kind, step = entry[0], entry[1]
             if kind is _LAUNCH:
@@ -226,6 +327,45 @@ class HostProgram:
 
 
 _LAUNCH, _ALLOC, _VIEW = "launch", "alloc", "view"
+
+
+def _written_arguments(block: Any, kernels: dict[str, kernel.KernelOp]) -> frozenset[int]:
+    """The host's arguments (by position) that a launched kernel writes, directly or through a view."""
+    root: dict[SSAValue, SSAValue] = {}
+    for op in block.ops:
+        if isinstance(op, kernel.ViewOp):
+            root[op.result] = root.get(op.source, op.source)
+    arguments = {arg: i for i, arg in enumerate(block.args)}
+    written: set[int] = set()
+    stores: dict[str, list[int]] = {}
+    for op in block.ops:
+        if not isinstance(op, kernel.LaunchOp):
+            continue
+        name = op.kernel.string_value()
+        if name not in stores:
+            k = kernels[name]
+            kargs = list(k.body.block.args)
+            stores[name] = sorted({kargs.index(t) for s in k.walk() if (t := _stored_buffer(s)) is not None and t in kargs})
+        for position in stores[name]:
+            value = op.buffers[position]
+            i = arguments.get(root.get(value, value))
+            if i is not None:
+                written.add(i)
+    return frozenset(written)
+
+
+def _stored_buffer(op: Any) -> SSAValue | None:
+    """The buffer a store writes (`memref.store`, `vector.store`: the value, then the buffer), else None."""
+    if isinstance(op, memref.StoreOp):
+        return op.memref
+    if op.name == "vector.store" and len(op.operands) > 1:
+        return op.operands[1]
+    return None
+
+
+def _shares_any(array: np.ndarray, leaves: Sequence[Any], i: int) -> bool:
+    """Whether `array` may share memory with another leaf (their byte ranges meet)."""
+    return any(j != i and isinstance(leaf, np.ndarray) and np.may_share_memory(array, leaf) for j, leaf in enumerate(leaves))
 
 
 CACHED = 4

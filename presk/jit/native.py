@@ -31,6 +31,7 @@ A call:
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -45,9 +46,9 @@ from presk.cost.kernel_cost import (
 )
 from presk.cost.machine import Machine
 from presk.dialects.psk_kernel import KernelOp
-from presk.jit.executor import dtype_of
 from presk.jit.buffers import BufferSpec, check_buffers
 from presk.jit.engine import CompiledKernel, JitEngine
+from presk.jit.executor import dtype_of
 from presk.jit.pool import WorkerPool
 from presk.lowering.kernel_to_llvm import (
     launch_iterations,
@@ -56,7 +57,10 @@ from presk.lowering.kernel_to_llvm import (
     written_buffers,
 )
 
-__all__ = ["KernelCall", "NativeKernel", "NativeRunner", "dtype_of"]
+__all__ = ["CHUNKS_PER_WORKER", "KernelCall", "NativeKernel", "NativeRunner", "dtype_of"]
+
+CHUNKS_PER_WORKER = int(os.environ.get("PRESK_CHUNKS_PER_WORKER", "4"))
+"""Chunks of a split launch per worker, handed out dynamically (see `NativeRunner.pool`)."""
 
 KernelCall = Callable[[Sequence[np.ndarray]], None]
 
@@ -198,13 +202,18 @@ class NativeRunner:
         return NativeKernel(self, kernel)
 
     def pool(self, workers: int) -> WorkerPool:
-        """The pool of `workers` threads (the caller's included), created on first use."""
+        """The pool of `workers` threads (the caller's included), created on first use.
+
+        Its chunks are handed out as threads become free, `CHUNKS_PER_WORKER`
+        per worker (`presk.jit.pool`): a worker that starts late or shares
+        its core takes fewer.
+        """
         pool = self._pools.get(workers)
         if pool is None:
             with self._lock:
                 pool = self._pools.get(workers)
                 if pool is None:
-                    pool = self._pools[workers] = WorkerPool(workers)
+                    pool = self._pools[workers] = WorkerPool(workers, CHUNKS_PER_WORKER)
         return pool
 
     def close(self) -> None:

@@ -1,16 +1,24 @@
 """Running a split kernel's range on several threads.
 
 A split (`psk-split`) divides the kernel's outermost parallel loop `[0, n)`
-into one contiguous chunk per worker; the kernel ABI takes `[lo, hi)`, so a
-chunk is just a call. Threads suffice because ctypes releases the GIL for
-the duration of a native call. The threads persist across launches (starting
-one costs far more than a small kernel), and the calling thread runs a chunk
-itself instead of idling while it waits.
+into contiguous chunks; the kernel ABI takes `[lo, hi)`, so a chunk is just a
+call. Threads suffice because ctypes releases the GIL for the duration of a
+native call. The threads persist across launches (starting one costs far
+more than a small kernel), and the calling thread runs chunks itself instead
+of idling while it waits.
+
+With `chunks_per_worker` = 1 each worker gets one chunk. With more, the
+chunks are handed out as workers become free (the calling thread takes the
+first at once, a pool thread the next when it wakes up, and so on): on a
+shared machine a worker that starts late, or runs on a core another process
+holds, then takes fewer chunks instead of making the whole launch wait for
+its one large chunk. Which thread runs which iterations never changes what
+they compute (the iterations of a split loop are independent).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Self
 
@@ -28,13 +36,22 @@ def split_range(n: int, workers: int) -> list[tuple[int, int]]:
     return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
 
 
-class WorkerPool:
-    """`workers` threads (the caller's included) for running split kernels."""
+def _drain(kernel: Kernel, args_ptr: int, queue: Iterator[tuple[int, int]]) -> None:
+    """Run chunks from the shared `queue` until it is empty (or a chunk fails: the others take the rest)."""
+    for lo, hi in queue:
+        kernel(args_ptr, lo, hi)
 
-    def __init__(self, workers: int) -> None:
+
+class WorkerPool:
+    """`workers` threads (the caller's included) for running split kernels, `chunks_per_worker` chunks each."""
+
+    def __init__(self, workers: int, chunks_per_worker: int = 1) -> None:
         if workers < 1:
             raise ValueError(f"a worker pool needs at least one worker, got {workers}")
+        if chunks_per_worker < 1:
+            raise ValueError(f"a worker takes at least one chunk, got {chunks_per_worker}")
         self.workers = workers
+        self.chunks_per_worker = chunks_per_worker
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
 
@@ -56,14 +73,24 @@ class WorkerPool:
             if n > 0:
                 kernel(args_ptr, 0, n)
             return
-        chunks = split_range(n, self.workers)
+        chunks = split_range(n, self.workers * self.chunks_per_worker)
         submit = self._pool().submit
-        futures: list[Future[None]] = [submit(kernel, args_ptr, lo, hi) for lo, hi in chunks[1:]]
+        futures: list[Future[None]]
         error: BaseException | None = None
-        try:
-            kernel(args_ptr, *chunks[0])
-        except BaseException as own:  # noqa: BLE001 - re-raised after the others finish
-            error = own
+        if len(chunks) <= self.workers:
+            futures = [submit(kernel, args_ptr, lo, hi) for lo, hi in chunks[1:]]
+            try:
+                kernel(args_ptr, *chunks[0])
+            except BaseException as own:  # noqa: BLE001 - re-raised after the others finish
+                error = own
+        else:
+            # One shared iterator: `next` on a list iterator is atomic under the GIL.
+            queue = iter(chunks)
+            futures = [submit(_drain, kernel, args_ptr, queue) for _ in range(min(self.workers, len(chunks)) - 1)]
+            try:
+                _drain(kernel, args_ptr, queue)
+            except BaseException as own:  # noqa: BLE001 - re-raised after the others finish
+                error = own
         for future in futures:
             failure = future.exception()
             if error is None:

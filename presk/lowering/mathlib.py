@@ -25,6 +25,7 @@ from presk.lowering import mathlib_spec as spec
 __all__ = [
     "EMITTERS",
     "IROps",
+    "TargetAttributes",
     "define_map_kernel",
     "emit_erf",
     "emit_exp",
@@ -49,6 +50,41 @@ def _intrinsic(module: ir.Module, name: str, ty: ir.Type, arity: int) -> ir.Func
     return ir.Function(module, ir.FunctionType(ty, [ty] * arity), full)
 
 
+def _target_features(builder: ir.IRBuilder) -> set[str]:
+    """The `"target-features"` of the function being built (`presk.lowering.kernel_to_llvm` sets them)."""
+    try:
+        attributes = builder.function.attributes
+    except AttributeError:
+        return set()
+    strings = getattr(attributes, "strings", None)
+    if not isinstance(strings, dict):
+        return set()
+    return {f for f in str(strings.get("target-features", "")).split(",") if f.startswith("+")}
+
+
+def _scalef_intrinsic(builder: ir.IRBuilder, ty: ir.Type) -> tuple[ir.Function, ir.IntType, bool] | None:
+    """`llvm.x86.avx512.mask.scalef.{ps,pd}.{128,256,512}` for the vector type `ty`, when the target has it."""
+    if not isinstance(ty, ir.VectorType):
+        return None
+    element = ty.element
+    bits = 32 if isinstance(element, ir.FloatType) else 64 if isinstance(element, ir.DoubleType) else 0
+    width = bits * ty.count
+    if width not in (128, 256, 512):
+        return None
+    features = _target_features(builder)
+    if "+avx512f" not in features or (width < 512 and "+avx512vl" not in features):
+        return None
+    kind = "ps" if bits == 32 else "pd"
+    name = f"llvm.x86.avx512.mask.scalef.{kind}.{width}"
+    mask_type = ir.IntType(max(8, ty.count))
+    rounding = width == 512
+    existing = builder.module.globals.get(name)
+    if isinstance(existing, ir.Function):
+        return existing, mask_type, rounding
+    params: list[ir.Type] = [ty, ty, ty, mask_type] + ([ir.IntType(32)] if rounding else [])
+    return ir.Function(builder.module, ir.FunctionType(ty, params), name), mask_type, rounding
+
+
 class IROps:
     """`mathlib_spec.Ops` that emits instructions with an IRBuilder, for one
     float type (scalar or vector); integers are the same-width ints, masks i1."""
@@ -66,6 +102,25 @@ class IROps:
         self.lanes = ty.count if isinstance(ty, ir.VectorType) else None
         int_element = ir.IntType(self.fmt.width)
         self.ity = int_element if self.lanes is None else ir.VectorType(int_element, self.lanes)
+        self._scalef = _scalef_intrinsic(builder, ty)
+
+    def scale_by_pow2(self, y: ir.Value, kf: ir.Value) -> ir.Value | None:
+        """y * 2**kf (kf an integer value) rounded once, in one AVX-512 `vscalef`, or None without one.
+
+        `mathlib_spec.exp` multiplies by two exact powers of two instead
+        (eight integer and float instructions): the same IEEE product, the
+        same bits (VSCALEFPS/PD: DEST = SRC1 * 2**floor(SRC2), rounded in the
+        current mode; no flush to zero, presk never sets FTZ/DAZ). Only for
+        vectors of a function compiled with AVX-512 (`"target-features"`
+        holds `+avx512f`, and `+avx512vl` below 512 bits).
+        """
+        if self._scalef is None:
+            return None
+        fn, mask_type, rounding = self._scalef
+        args = [y, kf, y, ir.Constant(mask_type, -1)]
+        if rounding:
+            args.append(ir.Constant(ir.IntType(32), 4))  # _MM_FROUND_CUR_DIRECTION
+        return self.b.call(fn, args)
 
     def _splat(self, ty: ir.Type, v: float) -> ir.Constant:
         return ir.Constant(ty, v if self.lanes is None else [v] * self.lanes)
@@ -175,17 +230,32 @@ EMITTERS: dict[str, Emitter] = {
 }
 
 
+class TargetAttributes(ir.FunctionAttributes):
+    """Function attributes with `"target-features"="..."` (what `IROps` reads to use AVX-512's vscalef)."""
+
+    def __init__(self, features: str) -> None:
+        self.strings = {"target-features": features}
+        super().__init__(["nounwind"])
+
+    def _to_list(self, ret_type: ir.Type) -> list[str]:
+        return [*super()._to_list(ret_type), *(f'"{k}"="{v}"' for k, v in self.strings.items())]
+
+
 def define_map_kernel(module: ir.Module, name: str, emit: Emitter, element: ir.Type,
-                      lanes: int = 1) -> ir.Function:
+                      lanes: int = 1, target_features: str | None = None) -> ir.Function:
     """`void name(T* x, T* y, i64 n)`: y[i] = f(x[i]) for i < n.
 
     A main loop over whole `<lanes x T>` vectors (unaligned loads/stores), then a
     scalar loop for the n % lanes rest; lanes = 1 gives the scalar kernel. For
-    tests and benchmarks: real kernels come from psk-to-llvm.
+    tests and benchmarks: real kernels come from psk-to-llvm. `target_features`
+    (LLVM's `+avx512f,...`) lets the vector code use the target's instructions,
+    as a kernel's does (`IROps.scale_by_pow2`).
     """
     i64 = ir.IntType(64)
     ptr = element.as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, i64]), name)
+    if target_features is not None:
+        fn.attributes = TargetAttributes(target_features)
     fn.args[0].add_attribute("noalias")
     fn.args[1].add_attribute("noalias")
     src, dst, n = fn.args

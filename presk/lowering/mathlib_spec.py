@@ -150,6 +150,12 @@ def _reduce_ln2(o: Ops[F, I, M], x: F) -> tuple[I, F]:
 
     Needs |x/ln2| < 2**(p-2); callers clamp x well inside.
     """
+    k, _kf, r = _reduce_ln2_kf(o, x)
+    return k, r
+
+
+def _reduce_ln2_kf(o: Ops[F, I, M], x: F) -> tuple[I, F, F]:
+    """`_reduce_ln2`, with k also as a float (kf, an integer value)."""
     t = o.fmt.table
     shifter = 1.5 * 2.0**o.fmt.mant
     big = o.fma(x, o.const(t["LOG2E"]), o.const(shifter))  # shifter + k, exactly
@@ -157,7 +163,7 @@ def _reduce_ln2(o: Ops[F, I, M], x: F) -> tuple[I, F]:
     k = o.isub(o.bits(big), o.iconst(o.fmt.to_bits(shifter)))
     r = o.fma(kf, o.const(-t["LN2_HI"]), x)  # exact: x and k*LN2_HI share their low bits
     r = o.fma(kf, o.const(-t["LN2_LO"]), r)
-    return k, r
+    return k, kf, r
 
 
 def _expm1_reduced(o: Ops[F, I, M], r: F) -> F:
@@ -175,11 +181,19 @@ def exp(o: Ops[F, I, M], x: F) -> F:
     fmt = o.fmt
     xc = o.select(o.lt(x, o.const(fmt.exp_lo)), o.const(fmt.exp_lo), x)
     xc = o.select(o.gt(xc, o.const(fmt.exp_hi)), o.const(fmt.exp_hi), xc)
-    k, r = _reduce_ln2(o, xc)
+    k, kf, r = _reduce_ln2_kf(o, xc)
     y = horner(o, r, (1.0, 1.0, *o.fmt.table["EXP_POLY"]))
-    k1 = o.ashr(k, 1)
-    k2 = o.isub(k, k1)
-    res = o.mul(o.mul(y, _pow2(o, k1)), _pow2(o, k2))
+    # y * 2**k rounded once: y * 2**k1 is exact (y normal, k1 = k >> 1 >= the
+    # normal range's half), and the second factor rounds, to a subnormal too.
+    # An Ops may offer `scale_by_pow2(y, kf)`, the same product in one
+    # instruction (AVX-512's vscalef: y * 2**floor(kf), one IEEE rounding); it
+    # returns None where it has none.
+    fused = getattr(o, "scale_by_pow2", None)
+    res = fused(y, kf) if fused is not None else None
+    if res is None:
+        k1 = o.ashr(k, 1)
+        k2 = o.isub(k, k1)
+        res = o.mul(o.mul(y, _pow2(o, k1)), _pow2(o, k2))
     return o.select(o.isnan(x), o.add(x, x), res)
 
 
