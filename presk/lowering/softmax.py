@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import Float64Type, MemRefType
 from xdsl.ir import Attribute, SSAValue
 
 from presk.dialects import psk_core as core
+from presk.dialects.psk_core_types import TensorType
 from presk.lowering.kernel_builder import KernelBuilder
 from presk.lowering.nests import Operand, Scalar, _sizes, accumulate
 
@@ -55,8 +56,9 @@ def row_blocks(
 
 
 def emit_softmax(
-    kb: KernelBuilder, op: core.SoftmaxOp, x: Operand, mask: Operand | None, out: SSAValue, arith_type: Attribute
-) -> None:
+    kb: KernelBuilder, xt: TensorType, axis: str, x: Operand, mask: Operand | None, out: SSAValue,
+    arith_type: Attribute,
+) -> None:  # fmt: skip
     """Three passes over each row: the maximum, the sum of exponentials, the quotients.
 
     With a mask, the maximum and the sum run over the allowed positions and
@@ -67,8 +69,6 @@ def emit_softmax(
     each exponential (exactly: no rounding) and the third divides it in
     place, instead of computing it again.
     """
-    xt = op.operand.type
-    axis = op.axis.data
     rows = [n for n in xt.names if n != axis]
     counts = dict(zip(xt.names, _sizes(xt)))
     n = counts[axis]

@@ -24,7 +24,7 @@ import math
 
 from xdsl.ir import Attribute, SSAValue
 
-from presk.dialects import psk_core as core
+from presk.dialects.psk_core_types import TensorType
 from presk.lowering.kernel_builder import KernelBuilder
 from presk.lowering.nests import Operand, Scalar, _sizes, accumulate
 
@@ -36,11 +36,10 @@ REFUSAL = (
 
 
 def emit_softmax_two_pass(
-    kb: KernelBuilder, op: core.SoftmaxOp, x: Operand, mask: Operand | None, out: SSAValue, arith_type: Attribute
-) -> None:
+    kb: KernelBuilder, xt: TensorType, axis: str, x: Operand, mask: Operand | None, out: SSAValue,
+    arith_type: Attribute,
+) -> None:  # fmt: skip
     """The softmax of each row in two passes over its input and one in place over its output."""
-    xt = op.operand.type
-    axis = op.axis.data
     rows = [n for n in xt.names if n != axis]
     counts = dict(zip(xt.names, _sizes(xt)))
     with kb.nest([counts[n] for n in rows]) as ivs:

@@ -13,7 +13,6 @@ all-refused row zeros. Both sum each row in order, so they give the same bits.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -45,8 +44,7 @@ class LowerSoftmax(RewritePattern):
         out, arith_type, xt, axis = op.out, op.arith_type, op.x_type, op.axis.data
         rewriter.erase(op, safe_erase=False)
         emit = softmax_two_pass.emit_softmax_two_pass if two else softmax.emit_softmax
-        shape = SimpleNamespace(operand=SimpleNamespace(type=xt), axis=SimpleNamespace(data=axis))  # TODO(integration)
-        emit(KernelBuilder(block), shape, x, mask, out, arith_type)  # type: ignore[arg-type]
+        emit(KernelBuilder(block), xt, axis, x, mask, out, arith_type)  # type: ignore[arg-type]
         consume(k, ["passes"])
 
 
