@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.presk-installed
 OUT    := build/demo
 
-.PHONY: all install demo test unit lit clean
+.PHONY: all install demo test unit lit layout-points clean
 
 all: test
 
@@ -54,6 +54,10 @@ unit: $(STAMP)
 
 lit: $(STAMP)
 	$(BIN)/lit -q tests/filecheck tests/plan
+
+# Every point of the layout space at larger shapes, on both executors; prints the point counts (docs/layouts.md §5).
+layout-points: $(STAMP)
+	PRESK_LAYOUT_POINTS=large $(BIN)/python -m pytest -s -q tests/unit/test_layout_points.py
 
 # Both suites run even when the first fails, so one CI run reports everything.
 test: $(STAMP)

@@ -33,6 +33,7 @@ _PASSES: dict[str, str] = {
     "psk-tile": "presk.passes.tile:TileContractions",
     "psk-softmax-passes": "presk.passes.softmax_passes:SoftmaxPasses",
     "psk-split": "presk.passes.split:SplitLoops",
+    "psk-vectorize": "presk.passes.vectorize:VectorizeContractions",
     "psk-fuse-launches": "presk.passes.fuse_launches:FuseLaunches",
     "psk-in-place": "presk.passes.in_place:InPlace",
     "psk-verify-layout": "presk.passes.verify_layout:VerifyLayouts",

@@ -62,7 +62,7 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-from xdsl.dialects import arith, math, memref, scf
+from xdsl.dialects import arith, math, memref, scf, vector
 from xdsl.dialects.builtin import (
     BFloat16Type,
     Float32Type,
@@ -73,6 +73,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    VectorType,
 )
 from xdsl.interpreter import (
     Interpreter,
@@ -274,7 +275,25 @@ _SUPPORTED: tuple[type[Operation], ...] = (
     arith.CmpfOp, arith.CmpiOp, arith.SelectOp, arith.ExtFOp, arith.TruncFOp, arith.IndexCastOp, arith.ExtUIOp,
     arith.MuliOp, arith.AddiOp, math.FmaOp, math.SqrtOp, math.ExpOp, math.LogOp, math.TanhOp, math.ErfOp,
     memref.LoadOp, memref.StoreOp, scf.ForOp, scf.YieldOp,
+    vector.LoadOp, vector.StoreOp, vector.BroadcastOp, vector.FMAOp, vector.ExtractOp, vector.InsertOp,
 )  # fmt: skip
+
+_STORES = (memref.StoreOp, vector.StoreOp)
+_LOADS = (memref.LoadOp, vector.LoadOp)
+
+
+def _stored_buffer(op: Operation) -> SSAValue:
+    return op.memref if isinstance(op, memref.StoreOp) else op.base  # type: ignore[attr-defined, return-value]
+
+
+def _loaded_buffer(op: Operation) -> SSAValue:
+    return op.memref if isinstance(op, memref.LoadOp) else op.base  # type: ignore[attr-defined, return-value]
+
+
+def _lanes(t: Attribute) -> int:
+    """The lanes of a one-dimensional vector type."""
+    assert isinstance(t, VectorType)
+    return t.get_shape()[0]
 
 
 def _unsupported(plan_name: str, what: str) -> PreskError:
@@ -288,7 +307,7 @@ def _prepare(kernel: KernelOp) -> _Plan:
     for i, t in enumerate(buffers):
         if not isinstance(t, MemRefType):
             raise _unsupported(name, f"argument {i} of type {t} (kernels take buffers)")
-    stored_values = {op.memref for op in kernel.walk() if isinstance(op, memref.StoreOp)}
+    stored_values = {_stored_buffer(op) for op in kernel.walk() if isinstance(op, _STORES)}
     plan = _Plan(
         kernel,
         name,
@@ -301,7 +320,10 @@ def _prepare(kernel: KernelOp) -> _Plan:
         if not isinstance(op, _SUPPORTED):
             raise _unsupported(name, op.name)
         for v in (*op.operands, *op.results):
-            if not isinstance(v.type, MemRefType):
+            if isinstance(v.type, VectorType):
+                if len(v.type.get_shape()) != 1 or not isinstance(v.type.element_type, Float64Type | Float32Type):
+                    raise _unsupported(name, f"{op.name} on values of type {v.type}")
+            elif not isinstance(v.type, MemRefType):
                 if not isinstance(v.type, Float64Type | Float32Type | BFloat16Type | IndexType | IntegerType):
                     raise _unsupported(name, f"{op.name} on values of type {v.type}")
                 _element_dtype(v.type)  # raises on integer widths other than i1 and i64
@@ -309,6 +331,8 @@ def _prepare(kernel: KernelOp) -> _Plan:
                 raise _unsupported(name, f"a buffer of dynamic shape {v.type}")
         if op.results:
             t = op.results[0].type
+            if isinstance(t, VectorType):
+                t = t.element_type
             plan.result_dtypes[op] = None if isinstance(t, MemRefType) else _element_dtype(t)
         if isinstance(op, arith.ConstantOp):
             plan.constants[op] = _constant(name, op)
@@ -350,7 +374,7 @@ def _split_serial(loop: scf.ForOp) -> _Hoist | None:
     """The ops of a serial loop's body that need neither its running values nor what it stores."""
     body = loop.body.block
     iv = body.args[0]
-    stored = {op.memref for op in loop.walk() if isinstance(op, memref.StoreOp)}
+    stored = {_stored_buffer(op) for op in loop.walk() if isinstance(op, _STORES)}
     local: set[SSAValue] = set(body.args)
     for op in body.ops:
         local.update(op.results)
@@ -379,7 +403,7 @@ def _split_serial(loop: scf.ForOp) -> _Hoist | None:
     return _Hoist(tuple(before), _batches(serial), tuple(crossing), tuple(terminator.operands))
 
 
-_BATCHABLE = (math.FmaOp, math.ExpOp, math.LogOp, math.TanhOp, math.ErfOp)
+_BATCHABLE = (math.FmaOp, vector.FMAOp, math.ExpOp, math.LogOp, math.TanhOp, math.ErfOp)
 """Ops whose evaluation costs far more than stacking their operands (emulated fma, polynomials)."""
 
 
@@ -411,9 +435,9 @@ def _batches(ops: Sequence[Operation]) -> tuple[Operation | tuple[Operation, ...
 
 def _independent(op: Operation, stored: set[SSAValue], local: set[SSAValue], ready: set[SSAValue]) -> bool:
     for inner in op.walk():
-        if isinstance(inner, memref.StoreOp):
+        if isinstance(inner, _STORES):
             return False
-        if isinstance(inner, memref.LoadOp) and inner.memref in stored:
+        if isinstance(inner, _LOADS) and _loaded_buffer(inner) in stored:
             return False
         for v in inner.operands:
             if v in local and v not in ready:
@@ -443,10 +467,15 @@ def _plan_bounds_checks(plan: _Plan) -> None:
                     ranges[op.result] = (min(corners), max(corners))
         elif isinstance(op, arith.IndexCastOp) and op.input in ranges:
             ranges[op.result] = ranges[op.input]
-        elif isinstance(op, memref.LoadOp | memref.StoreOp):
-            shape = op.memref.type.get_shape()  # type: ignore[attr-defined]
+        elif isinstance(op, _LOADS + _STORES):
+            buffer = _loaded_buffer(op) if isinstance(op, _LOADS) else _stored_buffer(op)
+            shape = list(buffer.type.get_shape())  # type: ignore[attr-defined]
             if len(op.indices) != len(shape):
-                raise _unsupported(plan.name, f"a {op.name} with {len(op.indices)} indices into {op.memref.type}")
+                raise _unsupported(plan.name, f"a {op.name} with {len(op.indices)} indices into {buffer.type}")
+            if isinstance(op, vector.LoadOp | vector.StoreOp):
+                # L consecutive elements from the last index: it must leave room for L - 1 more.
+                lanes = _lanes(op.result.type if isinstance(op, vector.LoadOp) else op.vector.type)
+                shape[-1] -= lanes - 1
             checks = tuple(
                 (pos, n) for pos, (v, n) in enumerate(zip(op.indices, shape))
                 if not (v in ranges and 0 <= ranges[v][0] and ranges[v][1] < n)
@@ -559,7 +588,9 @@ class KernelFunctions(InterpreterFunctions):
     @impl(arith.SelectOp)
     def run_select(self, interp: Interpreter, op: arith.SelectOp, args: PythonValues) -> PythonValues:
         cond, a, b = args
-        if isinstance(cond, np.ndarray):
+        if isinstance(cond, np.ndarray) and isinstance(op.result.type, VectorType):
+            value = self._vector(np.where(cond[..., None], a, b))
+        elif isinstance(cond, np.ndarray):
             value = np.where(cond, a, b)
             if value.ndim == 0:
                 value = value[()]
@@ -666,6 +697,82 @@ class KernelFunctions(InterpreterFunctions):
                         )
         buffer[where] = value
         return ()
+
+    # -- vectors (psk-vectorize) ---------------------------------------------------
+    #
+    # A vector value is an array whose last axis holds its lanes, after the
+    # `rank` axes of the vectorised loops (always rank + 1 dimensions, so that
+    # slicing a loop's axis never touches the lanes).
+
+    def _vector(self, x: Any) -> np.ndarray:
+        x = np.asarray(x)
+        want = self.plan.rank + 1
+        return x.reshape((1,) * (want - x.ndim) + x.shape) if x.ndim < want else x
+
+    def _lane_indices(self, indices: Sequence[Any], lanes: int) -> tuple[Any, ...]:
+        """Index arrays addressing `lanes` consecutive elements along the last axis."""
+        spread = [np.asarray(i)[..., None] for i in indices]
+        spread[-1] = spread[-1] + np.arange(lanes, dtype=np.int64)
+        return tuple(spread)
+
+    @impl(vector.BroadcastOp)
+    def run_broadcast(self, interp: Interpreter, op: vector.BroadcastOp, args: PythonValues) -> PythonValues:
+        (x,) = args
+        lanes = _lanes(op.vector.type)
+        value = np.repeat(np.asarray(x)[..., None], lanes, axis=-1)
+        return self._typed(op, self._vector(value))
+
+    @impl(vector.LoadOp)
+    def run_vector_load(self, interp: Interpreter, op: vector.LoadOp, args: PythonValues) -> PythonValues:
+        buffer, *indices = args
+        if op in self.plan.checks:
+            self._check_indices(op, op.base, indices)
+        return self._typed(op, self._vector(buffer[self._lane_indices(indices, _lanes(op.result.type))]))
+
+    @impl(vector.StoreOp)
+    def run_vector_store(self, interp: Interpreter, op: vector.StoreOp, args: PythonValues) -> PythonValues:
+        value, buffer, *indices = args
+        if getattr(value, "dtype", None) != buffer.dtype:
+            raise TypeError(f"{self._where(op)}: storing {getattr(value, 'dtype', type(value))} into {buffer.dtype}")
+        if op in self.plan.checks:
+            self._check_indices(op, op.base, indices)
+        where = self._lane_indices(indices, _lanes(op.vector.type))
+        target = np.broadcast_shapes(*(np.shape(i) for i in where))
+        value = np.asarray(value)
+        while value.ndim > len(target) and value.shape[0] == 1:
+            value = value[0]
+        try:
+            fits = np.broadcast_shapes(target, value.shape) == target
+        except ValueError:
+            fits = False
+        if not fits:
+            raise PreskError(
+                "E3003",
+                f"{self._where(op)}: a vector of shape {value.shape} stored at indices of shape {target}: "
+                "iterations of a parallel loop would write the same element",
+            )
+        buffer[where] = value
+        return ()
+
+    @impl(vector.FMAOp)
+    def run_vector_fma(self, interp: Interpreter, op: vector.FMAOp, args: PythonValues) -> PythonValues:
+        return self._typed(op, self._vector(fma(*args)))  # lane by lane, the scalar fma's one rounding
+
+    @impl(vector.ExtractOp)
+    def run_vector_extract(self, interp: Interpreter, op: vector.ExtractOp, args: PythonValues) -> PythonValues:
+        (lane,) = op.static_position.get_values()
+        value = np.asarray(args[0])[..., lane]
+        return self._typed(op, value[()] if value.ndim == 0 else value)
+
+    @impl(vector.InsertOp)
+    def run_vector_insert(self, interp: Interpreter, op: vector.InsertOp, args: PythonValues) -> PythonValues:
+        source, dest = args
+        (lane,) = op.static_position.get_values()
+        dest, source = self._vector(dest), self._vector(np.asarray(source)[..., None])
+        shape = np.broadcast_shapes(dest.shape, source.shape)
+        value = np.array(np.broadcast_to(dest, shape))
+        value[..., lane] = np.broadcast_to(source, shape)[..., lane]
+        return self._typed(op, value)
 
     # -- loops -------------------------------------------------------------------
 

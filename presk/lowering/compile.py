@@ -1,7 +1,7 @@
 """The whole way down for one entry: PSK-Core → bound → fused → realized → PSK-Kernel.
 
 The same sequence `presk-opt` spells as
-`psk-bind,psk-fuse,psk-realize,psk-lower-kernel{entry=F},psk-epilogue,psk-pack,psk-tile,psk-softmax-passes,psk-split`, as one function
+`psk-bind,psk-fuse,psk-realize,psk-lower-kernel{entry=F},psk-epilogue,psk-pack,psk-tile,psk-softmax-passes,psk-split,psk-vectorize`, as one function
 for the subcommands and tests that run or print a program's kernels.
 """
 
@@ -22,6 +22,7 @@ from presk.passes.realize import apply_plan
 from presk.passes.softmax_passes import SoftmaxPasses
 from presk.passes.split import split_kernels
 from presk.passes.tile import TileContractions
+from presk.passes.vectorize import VectorizeContractions
 from presk.passes.verify_layout import check_layouts
 from presk.plans import Plan
 
@@ -29,12 +30,15 @@ from presk.plans import Plan
 def apply_layouts(kernels: ModuleOp, machine: Machine | None = None) -> None:
     """The layout passes, in the order `presk-opt` spells them after `psk-lower-kernel`.
 
-    `machine` (default: this one) is what a split's workers are checked against.
+    `machine` (default: this one) is what a split's workers and the lanes'
+    register widths are checked against.
     """
     ctx = presk_context()
+    machine = machine or host_machine()
     for layout_pass in (FoldEpilogues(), PackOperands(), TileContractions(), SoftmaxPasses()):
         layout_pass.apply(ctx, kernels)
-    split_kernels(kernels, machine or host_machine())
+    split_kernels(kernels, machine)
+    VectorizeContractions(machine=machine).apply(ctx, kernels)
 
 
 def realize(module: ModuleOp, env: dict[str, int], plan: Plan, fuse: bool = True) -> ModuleOp:

@@ -22,16 +22,18 @@ bits. What each decision becomes:
   but the first, which starts from zero through a select), which is exact
   only when the storage type is the arithmetic type (condition 7, checked
   by the caller).
-- `lanes`: recorded, not applied. The kernel stays in the scalar op subset
-  both executors run; a stated width different from the default is written
-  as `psk_kernel.lanes = L` on the loop over the tile's columns (the J block
-  loop, whose body holds the n_j unrolled columns; the row-wise form's
-  inner column loop), what the LLVM vectoriser is to be given. The native
-  translator does not read it yet: LLVM's own vectoriser decides today.
-- `pack`: done at the host level (`presk.lowering.realize_to_kernel`):
+- `lanes`: recorded here as `psk_kernel.lanes = L` on the loop over the
+  tile's columns (the J block loop, whose body holds the n_j unrolled
+  columns; the row-wise form's inner column loop), and applied by
+  `psk-vectorize` (`presk.passes.vectorize`, the last of the layout passes): the tile's running sums become m·n/L vectors of L
+  lanes across its columns (a broadcast of operand 0 per row, a vector load
+  of operand 1 per L columns, a vector fma each, per k), and its stores
+  vector stores. The lanes never run across k, so each element keeps its
+  chain. bf16 has no lanes; the row-wise form has none either.
+- `pack`: done at the host level by `psk-pack` (`presk.passes.pack`):
   operand 1 of an NT contraction copied to a panel (outer axes..., K, J) by
   `emit_pack`, which the contraction then reads as NN.
-- `split`: done on the finished kernel (`realize_to_kernel.apply_split`), but for
+- `split`: done on the finished kernel (`psk-split`, `presk.passes.split.apply_split`), but for
   the row-wise form's J loop, which sits inside the serial k loop: split, it
   is emitted outermost (`by_columns`).
 - `epilogue`: `Epilogue` adds the add's other operand to each output element

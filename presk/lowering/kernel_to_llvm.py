@@ -106,6 +106,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     NoneAttr,
+    VectorType,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
@@ -178,7 +179,7 @@ def split_loop(kernel: KernelOp) -> scf.ForOp | None:
     loop = loops[0]
     if PARALLEL not in loop.attributes or loop.results or trip_count(loop) is None:
         return None
-    if any(op.name == "memref.store" for op in kernel.body.block.ops):
+    if any(op.name in ("memref.store", "vector.store") for op in kernel.body.block.ops):
         return None
     return loop
 
@@ -198,7 +199,7 @@ def written_buffers(kernel: KernelOp) -> frozenset[int]:
     args = kernel.body.block.args
     written: set[int] = set()
     for op in kernel.walk():
-        if op.name == "memref.store":
+        if op.name in ("memref.store", "vector.store"):
             target = op.operands[1]
             if target in args:
                 written.add(args.index(target))
@@ -231,6 +232,11 @@ def buffer_bytes(t: MemRefType) -> int:
 
 
 def _llvm_type(t: Attribute) -> ir.Type:
+    if isinstance(t, VectorType):
+        shape = t.get_shape()
+        if len(shape) != 1 or isinstance(t.element_type, BFloat16Type):
+            raise _fail(None, f"no LLVM type for {t} (vectors are one-dimensional, of f32, f64 or integers)")
+        return ir.VectorType(_llvm_type(t.element_type), shape[0])
     if isinstance(t, Float64Type):
         return F64
     if isinstance(t, Float32Type):
@@ -868,11 +874,57 @@ class _Translator:
                     self.prefetch(pointer, write=True)
                 stored = b.store(self.value(value), pointer, align=_element_size(t.element_type))
             self.scope(stored, buffer)
+        elif name.startswith("vector."):
+            self.vector_op(op)
         elif name == "scf.for":
             assert isinstance(op, scf.ForOp)
             self.loop(op)
         elif name == "scf.yield":
             raise _fail(self.kernel, "scf.yield outside a loop body")
+        else:
+            raise _fail(self.kernel, f"cannot translate '{name}' (not in the PSK-Kernel subset)")
+
+    def vector_op(self, op: Operation) -> None:
+        """The `vector` ops of `psk-vectorize` (one-dimensional vectors of lanes).
+
+        Loads and stores are of consecutive elements along a buffer's last
+        axis, aligned to the element (like the scalar accesses); `vector.fma`
+        is `llvm.fma` on vectors: one rounding per lane, the scalar fma's bits.
+        """
+        b = self.builder
+        name = op.name
+        if name == "vector.broadcast":
+            t = op.results[0].type
+            assert isinstance(t, VectorType)
+            self.values[op.results[0]] = self.splat(self.value(op.operands[0]), t.get_shape()[0])
+        elif name == "vector.load":
+            buffer, *indices = op.operands
+            t = buffer.type
+            assert isinstance(t, MemRefType)
+            pointer = self.address(buffer, indices)
+            loaded = b.load(pointer, typ=_llvm_type(op.results[0].type), align=_element_size(t.element_type))
+            self.scope(loaded, buffer)
+            self.values[op.results[0]] = loaded
+        elif name == "vector.store":
+            value, buffer, *indices = op.operands
+            t = buffer.type
+            assert isinstance(t, MemRefType)
+            pointer = self.address(buffer, indices)
+            stored = b.store(self.value(value), pointer, align=_element_size(t.element_type))
+            self.scope(stored, buffer)
+        elif name == "vector.fma":
+            x, y, z = (self.value(v) for v in op.operands)
+            self.values[op.results[0]] = b.call(_intrinsic(self.module, "llvm.fma", x.type, 3), [x, y, z])
+        elif name in ("vector.extract", "vector.insert"):
+            positions = op.properties["static_position"].get_values()  # type: ignore[attr-defined]
+            if len(positions) != 1 or len(op.operands) != (1 if name == "vector.extract" else 2):
+                raise _fail(self.kernel, f"{name} with positions {positions} (one static lane is supported)")
+            lane = I32(positions[0])
+            if name == "vector.extract":
+                self.values[op.results[0]] = b.extract_element(self.value(op.operands[0]), lane)
+            else:
+                source, dest = (self.value(v) for v in op.operands)
+                self.values[op.results[0]] = b.insert_element(dest, source, lane)
         else:
             raise _fail(self.kernel, f"cannot translate '{name}' (not in the PSK-Kernel subset)")
 

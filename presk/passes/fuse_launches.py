@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import memref, scf
+from xdsl.dialects import memref, scf, vector
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -196,7 +196,8 @@ def _access(launch: pk.LaunchOp, kernel: pk.KernelOp, nest: PureNest | None) -> 
     buffers = list(launch.buffers)
     if nest is None:  # conservatively: reads everything, writes what it stores to
         args = list(kernel.body.block.args)
-        written = {args.index(op.memref) for op in kernel.walk() if isinstance(op, memref.StoreOp) and op.memref in args}
+        written = {args.index(op.operands[1]) for op in kernel.walk()
+                   if isinstance(op, memref.StoreOp | vector.StoreOp) and op.operands[1] in args}  # fmt: skip
         return _Launch(launch, None, kernel, {_root(b) for b in buffers}, {_root(buffers[i]) for i in written})
     return _Launch(
         launch, nest, kernel, {_root(buffers[i]) for i in nest.read()}, {_root(buffers[i]) for i in nest.written()}

@@ -32,7 +32,6 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from presk.cost.machine import host_machine
-from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as K
 from presk.interp.kernel import KernelInterpreter
 from presk.ir.context import presk_context

@@ -1,0 +1,226 @@
+"""GEMM across the layout space (issue 5): the default layout, the best point, numpy.matmul, torch.matmul.
+
+    python bench/bench_gemm.py                               # f32 and f64, 512/1024/2048, 1 and 2 threads
+    python bench/bench_gemm.py --sizes 1024 --threads 2 --dtypes f32 --rounds 9
+
+For each thread count the script runs itself in a fresh process (numpy's
+OpenBLAS reads its thread count when it is imported): `OPENBLAS_NUM_THREADS`,
+`OMP_NUM_THREADS` and `PRESK_THREADS` are set to it, and torch is told
+`torch.set_num_threads`. Per (dtype, size):
+
+1. Sweep: every point of the swept space (`--space`) is lowered through the
+   real pipeline (`presk.lowering.compile.lower`, so `psk-vectorize` runs
+   wherever a point states lanes), run once to warm up and timed over
+   `--screen` calls (median). Every point keeps the split at the executor's
+   default (every worker on the outermost loop, when it is parallel).
+2. Side by side: the default layout, the best swept point, numpy.matmul and
+   torch.matmul, timed in turn for `--rounds` rounds (`bench/timing.py`);
+   medians, GFLOP/s (2·N³ / time), best/default and best/peer ratios.
+
+The inputs are C-contiguous arrays of the dtype, made once; presk's host
+program reuses its output buffer, numpy and torch allocate theirs.
+
+`--space quick` (default) sweeps tiles [4, 16], [2, 16], [4, 8], [1, 16]
+with the register widths of this machine that divide n_j (vector code), no
+k-block (IJ, JI) and a k-block of 128 (IJK, JIK, JKI); `--space full` every
+point of the domain (tile [1, 1] or m_i ∈ {1, 2, 4} × n_j ∈ {4, 8, 16},
+k-block none/32/128 with every order, every lane count of this machine).
+Points the layout checks refuse (E7002) are counted and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from itertools import permutations
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _space(kind: str, dtype: str, widths: tuple[int, ...]) -> list[dict[str, Any]]:
+    if kind == "quick":
+        tiles = [[4, 16], [2, 16], [4, 8], [1, 16]]
+        blocks = [("none", "IJ"), ("none", "JI"), (128, "IJK"), (128, "JIK"), (128, "JKI")]
+    else:
+        tiles = [[1, 1]] + [[m, n] for m in (1, 2, 4) for n in (4, 8, 16)]
+        blocks = [("none", "IJ"), ("none", "JI")] + [(kb, "".join(p)) for kb in (32, 128) for p in permutations("IJK")]
+    points = []
+    for tile in tiles:
+        for lanes in (1, *widths) if kind == "full" else widths:
+            if tile[1] % lanes:
+                continue
+            for kblock, order in blocks:
+                points.append({"tile": tile, "kblock": kblock, "order": order, "lanes": lanes})
+    return points
+
+
+def _label(layout: dict[str, Any] | None) -> str:
+    if layout is None:
+        return "default"
+    kb = layout["kblock"]
+    return f"tile {layout['tile']}, lanes {layout['lanes']}, " + (
+        f"order {layout['order']}" if kb == "none" else f"k-block {kb} {layout['order']}"
+    )
+
+
+def _worker(args: argparse.Namespace) -> None:
+    """One thread count: sweep, then the side-by-side table, one JSON line per (dtype, size)."""
+    import numpy as np
+
+    from timing import side_by_side
+
+    from presk import sizes
+    from presk.cost.machine import host_machine
+    from presk.diagnostics import PreskError
+    from presk.ir.context import presk_context
+    from presk.ir.parse import parse_module
+    from presk.jit.executor import HostProgram
+    from presk.jit.native import NativeRunner
+    from presk.lowering.compile import lower
+    from presk.plans import parse_plan
+
+    try:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    except ImportError:  # pragma: no cover
+        torch = None
+
+    path = ROOT / "bench" / "programs" / "gemm.mlir"
+    parsed = parse_module(presk_context(), path.read_text(), str(path))
+    machine = host_machine()
+    runner = NativeRunner()
+    for dtype in args.dtypes:
+        np_dtype = np.float32 if dtype == "f32" else np.float64
+        for n in args.sizes:
+            env = sizes.resolve(parsed.module, {}, {"N": n})
+            rng = np.random.default_rng(n)
+            a = rng.standard_normal((n, n)).astype(np_dtype)
+            b = rng.standard_normal((n, n)).astype(np_dtype)
+            flops = 2.0 * n**3
+
+            def program(layout: dict[str, Any] | None) -> HostProgram:
+                plan: dict[str, Any] = {"realization": dtype}
+                if layout is not None:
+                    plan["layout"] = {"gemm/%0": layout}
+                return HostProgram(lower(parsed.module, "gemm", env, parse_plan(plan, "bench_gemm")), runner)
+
+            points = _space(args.space, dtype, machine.lane_widths(dtype))
+            swept: list[tuple[float, dict[str, Any]]] = []
+            refused = 0
+            start = time.perf_counter()
+            for p, layout in enumerate(points):
+                if sys.stderr.isatty():
+                    sys.stderr.write(
+                        f"\r{dtype} N={n} threads={args.threads}: sweep {p + 1}/{len(points)} "
+                        f"({time.perf_counter() - start:.0f} s)   "
+                    )
+                    sys.stderr.flush()
+                try:
+                    host = program(layout)
+                except PreskError:
+                    refused += 1
+                    continue
+                host([a, b])
+                times = []
+                for _ in range(args.screen):
+                    t0 = time.perf_counter()
+                    host([a, b])
+                    times.append(time.perf_counter() - t0)
+                swept.append((sorted(times)[len(times) // 2], layout))
+            if sys.stderr.isatty():
+                sys.stderr.write("\r" + " " * 70 + "\r")
+            swept.sort(key=lambda x: x[0])
+            best = swept[0][1]
+            default_host, best_host = program(None), program(best)
+            # The bits: the best point computes the default's.
+            same = default_host([a, b])[0].tobytes() == best_host([a, b])[0].tobytes()
+            contenders = {
+                "default": lambda: default_host([a, b]),
+                "best": lambda: best_host([a, b]),
+                "numpy": lambda: np.matmul(a, b),
+            }
+            if torch is not None:
+                ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+                contenders["torch"] = lambda: torch.matmul(ta, tb)
+            timings = side_by_side(contenders, rounds=args.rounds, warmup=1)
+            record = {
+                "dtype": dtype, "n": n, "threads": args.threads, "best": best, "best_label": _label(best),
+                "bits_equal": same, "points": len(points), "refused": refused,
+                "swept_top": [(round(t * 1e3, 3), _label(lay)) for t, lay in swept[:5]],
+                "ms": {k: v.median_s * 1e3 for k, v in timings.items()},
+                "quartiles_ms": {k: [q * 1e3 for q in v.spread] for k, v in timings.items()},
+                "gflops": {k: flops / v.median_s / 1e9 for k, v in timings.items()},
+            }  # fmt: skip
+            print(json.dumps(record), flush=True)
+
+
+def _table(records: list[dict[str, Any]]) -> str:
+    lines = [
+        "| dtype | N | threads | default ms | best point | best ms | numpy ms | torch ms | best GFLOP/s | "
+        "best / default | best / faster peer |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        ms, gf = r["ms"], r["gflops"]
+        peer = min(ms["numpy"], ms.get("torch", float("inf")))
+        lines.append(
+            f"| {r['dtype']} | {r['n']} | {r['threads']} | {ms['default']:.2f} | {r['best_label']} | {ms['best']:.2f} | "
+            f"{ms['numpy']:.2f} | {ms.get('torch', float('nan')):.2f} | {gf['best']:.1f} | "
+            f"{ms['default'] / ms['best']:.1f}× | {peer / ms['best']:.2f}× |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="512,1024,2048", help="comma-separated N (default 512,1024,2048)")
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--dtypes", default="f32,f64", help="f32, f64 or both (default f32,f64)")
+    parser.add_argument("--space", choices=("quick", "full"), default="quick")
+    parser.add_argument("--screen", type=int, default=3, help="timed calls per point in the sweep (default 3)")
+    parser.add_argument("--rounds", type=int, default=9, help="rounds of the side-by-side timing (default 9)")
+    parser.add_argument("--json", metavar="FILE", help="also write the records to FILE")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.sizes = [int(s) for s in str(args.sizes).split(",")]
+    args.dtypes = [d for d in str(args.dtypes).split(",")]
+    if args.worker:
+        args.threads = int(args.threads)
+        _worker(args)
+        return
+    records: list[dict[str, Any]] = []
+    for threads in [int(t) for t in str(args.threads).split(",")]:
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
+               "MKL_NUM_THREADS": str(threads), "PRESK_THREADS": str(threads), "OMP_WAIT_POLICY": "PASSIVE"}  # fmt: skip
+        command = [sys.executable, __file__, "--worker", "--threads", str(threads), "--sizes",
+                   ",".join(map(str, args.sizes)), "--dtypes", ",".join(args.dtypes), "--space", args.space,
+                   "--screen", str(args.screen), "--rounds", str(args.rounds)]  # fmt: skip
+        with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                record = json.loads(line)
+                records.append(record)
+                print(
+                    f"{record['dtype']} N={record['n']} threads={threads}: default {record['ms']['default']:.2f} ms, "
+                    f"best {record['ms']['best']:.2f} ms ({record['best_label']}; same bits: {record['bits_equal']}), "
+                    f"numpy {record['ms']['numpy']:.2f} ms, torch {record['ms'].get('torch', float('nan')):.2f} ms",
+                    flush=True,
+                )
+        if proc.returncode:
+            sys.exit(proc.returncode)
+    print()
+    print(_table(records))
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1))
+
+
+if __name__ == "__main__":
+    main()
