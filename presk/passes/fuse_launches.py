@@ -40,7 +40,7 @@ are not affected: this pass runs below them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -58,6 +58,7 @@ from xdsl.rewriter import InsertPoint
 
 from presk.dialects import psk_kernel as pk
 from presk.dialects.psk_kernel import PARALLEL
+from presk.passes.kernel_layout import unique_name
 
 __all__ = ["FuseLaunches", "MergeLaunches", "PureNest", "pure_nest"]
 
@@ -295,7 +296,7 @@ class MergeLaunches(RewritePattern):
         name = self.merged.get(key)
         if name is None:
             merged = _merged_kernel(first.nest, second.nest, positions, replaced, [v.type for v in values])  # type: ignore[arg-type]
-            name = _unique(f"{k1}+{k2}", kernels)
+            name = unique_name(f"{k1}+{k2}", kernels)
             merged.sym_name = StringAttr(name)
             rewriter.insert(merged, InsertPoint.before(host))
             kernels[name] = merged
@@ -304,16 +305,6 @@ class MergeLaunches(RewritePattern):
         rewriter.insert(pk.LaunchOp(name, values, site), InsertPoint.before(second.op))
         rewriter.erase(second.op)
         rewriter.erase(first.op)
-
-
-def _unique(name: str, taken: Iterable[str]) -> str:
-    names = set(taken)
-    if name not in names:
-        return name
-    n = 1
-    while f"{name}_{n}" in names:
-        n += 1
-    return f"{name}_{n}"
 
 
 def _merged_kernel(

@@ -64,6 +64,7 @@ from xdsl.passes import ModulePass
 from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as pk
 from presk.passes.fuse_launches import PureNest, pure_nest
+from presk.passes.kernel_layout import unique_name
 
 __all__ = ["Donation", "InPlace", "donate", "donated_paths", "select_paths"]
 
@@ -282,7 +283,7 @@ def donate(module: ModuleOp, spec: str | Iterable[str], strict: bool | None = No
         key = (name, tuple(sorted((c.a, c.o) for c in pairs)))
         variant = variants.get(key)
         if variant is None:
-            variant = _unique(f"{name}.in_place", kernels)
+            variant = unique_name(f"{name}.in_place", kernels)
             kernel = _in_place_kernel(kernels[name], [(c.a, c.o) for c in pairs], variant)
             module.body.block.insert_op_before(kernel, host)
             kernels[variant] = kernel
@@ -311,16 +312,6 @@ def donate(module: ModuleOp, spec: str | Iterable[str], strict: bool | None = No
             k.detach()
             k.erase()
     return donation
-
-
-def _unique(name: str, taken: Iterable[str]) -> str:
-    names = set(taken)
-    if name not in names:
-        return name
-    n = 1
-    while f"{name}_{n}" in names:
-        n += 1
-    return f"{name}_{n}"
 
 
 def _in_place_kernel(kernel: pk.KernelOp, pairs: Sequence[tuple[int, int]], name: str) -> pk.KernelOp:

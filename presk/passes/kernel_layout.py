@@ -87,12 +87,17 @@ def launches_of(module: ModuleOp, name: str) -> list[kernel.LaunchOp]:
     ]
 
 
-def fresh_name(module: ModuleOp, base: str) -> str:
-    """`base`, or `base_1`, `base_2`, ... : the first name no kernel of `module` has."""
-    taken = {k.sym_name.data for k in kernels(module)}
-    if base not in taken:
+def unique_name(base: str, taken: Iterable[str]) -> str:
+    """`base`, or `base_1`, `base_2`, ... : the first name not in `taken`."""
+    names = set(taken)
+    if base not in names:
         return base
     count = 1
-    while f"{base}_{count}" in taken:
+    while f"{base}_{count}" in names:
         count += 1
     return f"{base}_{count}"
+
+
+def fresh_name(module: ModuleOp, base: str) -> str:
+    """A kernel name no kernel of `module` has yet (`unique_name`)."""
+    return unique_name(base, (k.sym_name.data for k in kernels(module)))
