@@ -37,6 +37,7 @@ from presk.ir.parse import parse_module  # noqa: E402
 from presk.jit.executor import HostProgram, flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
 from presk.lowering import kernel_to_llvm, softmax  # noqa: E402
+from presk.lowering.llvm import streaming_stores  # noqa: E402
 from presk.lowering.compile import lower  # noqa: E402
 from presk.plans import plan_from_options  # noqa: E402
 
@@ -185,7 +186,7 @@ def test_streaming_stores_same_bits(
     kernels = lower(module, "adamw", env, plan_from_options(realize, None))
     chain = next(k for k in kernels_of(kernels).values() if "+" in k.sym_name.data)
     assert "nontemporal" not in kernel_to_llvm.translate_kernel(chain)  # small: stays in the caches
-    monkeypatch.setattr(kernel_to_llvm, "STREAMING_BYTES", 0)
+    monkeypatch.setattr(streaming_stores, "STREAMING_BYTES", 0)  # read where it is defined
     ir = kernel_to_llvm.translate_kernel(chain)
     assert "!nontemporal" in ir and "fence seq_cst" in ir
     interp = run(module, "adamw", {"N": n}, realize, KernelInterpreter().runner)

@@ -1,0 +1,84 @@
+"""The state of one kernel's translation, and its map from SSA values to LLVM values.
+
+`Translator` (`presk.lowering.llvm.translator`) is assembled from one mixin
+per concept (scalar ops, memory accesses, vector ops, loops, running sums,
+streaming stores); they share this state and these helpers. `op` is the
+dispatcher every mixin calls back into to translate a loop body.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from xdsl.ir import Operation, SSAValue
+
+from presk.cost.machine import Machine
+from presk.dialects.psk_kernel import KernelOp
+from presk.lowering.llvm.abi import KERNEL_TYPE, split_loop
+from presk.lowering.llvm.errors import fail
+from presk.lowering.llvm.irtypes import I32, buffer_bytes
+from presk.lowering.llvm.target import FunctionAttributes, target_attributes
+
+__all__ = ["TranslatorBase"]
+
+
+class TranslatorBase:
+    """One kernel translated into one function of the kernel ABI in `module`."""
+
+    def __init__(self, module: ir.Module, kernel: KernelOp, machine: Machine, assume_disjoint: bool) -> None:
+        self.module = module
+        self.kernel = kernel
+        self.machine = machine
+        self.name = kernel.sym_name.data
+        self.fn = ir.Function(module, KERNEL_TYPE, self.name)
+        self.fn.attributes = FunctionAttributes(target_attributes(machine), ["nounwind", "norecurse"])
+        self.fn.args[0].name, self.fn.args[1].name, self.fn.args[2].name = "args", "lo", "hi"
+        self.builder = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.values: dict[SSAValue, ir.Value] = {}
+        self.buffers: dict[SSAValue, int] = {arg: i for i, arg in enumerate(kernel.body.block.args)}
+        self.bases: list[ir.Value] = []
+        self.scopes: list[tuple[ir.MDValue, ir.MDValue] | None] = []
+        self.assume_disjoint = assume_disjoint
+        self.split = split_loop(kernel)
+        self.loop_number = 0
+        self.vector_loads: set[Operation] = set()
+        """Loads that read `lanes` consecutive elements (inside a vectorised loop body)."""
+        self.lanes = 0
+        """The vector width of the loop body being translated in vector form (0: scalar code)."""
+        self.streaming_stores: set[Operation] = set()
+        """Stores of whole aligned lines that bypass the caches (`streaming`)."""
+        self.kernel_bytes = sum(buffer_bytes(t) for t in kernel.buffers)
+        self.fenced = False
+        self.prefetching = False
+
+    def op(self, op: Operation) -> None:
+        """Translate one op (the dispatcher, `Translator.op`)."""
+        raise NotImplementedError
+
+    def metadata(self, *operands: object) -> ir.MDValue:
+        return self.module.add_metadata(list(operands))
+
+    # ---- values
+
+    def value(self, v: SSAValue) -> ir.Value:
+        try:
+            return self.values[v]
+        except KeyError:
+            raise fail(self.kernel, f"value {v} is used but not translated (a buffer used as a value?)") from None
+
+    def splat(self, x: ir.Value, lanes: int) -> ir.Value:
+        """`x` in every lane of a `<lanes x T>` vector (a vector stays as it is)."""
+        if isinstance(x.type, ir.VectorType):
+            return x
+        if isinstance(x, ir.Constant):
+            return ir.Constant(ir.VectorType(x.type, lanes), [x] * lanes)
+        b = self.builder
+        one = b.insert_element(ir.Constant(ir.VectorType(x.type, 1), ir.Undefined), x, I32(0))
+        return b.shuffle_vector(one, one, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+    def operands(self, op: Operation) -> list[ir.Value]:
+        """The op's operands, scalars broadcast when another operand is a vector (vector loop bodies)."""
+        values = [self.value(v) for v in op.operands]
+        lanes = max((x.type.count for x in values if isinstance(x.type, ir.VectorType)), default=0)
+        if lanes:
+            values = [self.splat(x, lanes) for x in values]
+        return values

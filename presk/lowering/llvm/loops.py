@@ -1,0 +1,107 @@
+"""`scf.for` as LLVM loops: the loop as written, and the bounds of the split loop.
+
+Loops are guarded do-while loops (`lb < ub` tested once, then a body whose
+latch increments the induction variable with `add nuw nsw` and tests it):
+the rotated form LLVM's loop passes expect, with a canonical induction
+variable (a phi from `lb` by a constant step), and `iter_args` as header
+phis; a loop's results are exit phis merging the initial values (loop not
+entered) and the last yields. With constant bounds the guard folds away.
+
+The split loop (`presk.lowering.llvm.abi.split_loop`) runs only the
+iterations `[lo, hi)` of the call, clamped to its trip count (`split_bounds`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llvmlite import ir
+from xdsl.dialects import scf
+
+from presk.lowering.llvm.abi import trip_count
+from presk.lowering.llvm.base import TranslatorBase
+from presk.lowering.llvm.errors import fail
+from presk.lowering.llvm.irtypes import I64
+from presk.lowering.llvm.queries import constant_int
+
+__all__ = ["ScalarLoops"]
+
+
+class ScalarLoops(TranslatorBase):
+    """Loops as they are written, one iteration at a time."""
+
+    def scalar_loop(
+        self, op: scf.ForOp, lb: ir.Value, ub: ir.Value, step: ir.Value, inits: Sequence[ir.Value]
+    ) -> list[ir.Value]:
+        """The loop as it is written: a guarded do-while loop; returns its results."""
+        b = self.builder
+        self.loop_number += 1
+        label = f"loop{self.loop_number}"
+        before = b.block
+        body = self.fn.append_basic_block(f"{label}.body")
+        exit_ = self.fn.append_basic_block(f"{label}.exit")
+        guarded = not (isinstance(lb, ir.Constant) and isinstance(ub, ir.Constant) and lb.constant < ub.constant)
+        if not guarded:
+            b.branch(body)  # constant bounds, at least one iteration
+        else:
+            b.cbranch(b.icmp_signed("<", lb, ub), body, exit_)
+
+        b.position_at_end(body)
+        iv = b.phi(I64, name=f"{label}.i")
+        iv.add_incoming(lb, before)
+        carried = []
+        for init in inits:
+            phi = b.phi(init.type)
+            phi.add_incoming(init, before)
+            carried.append(phi)
+        block = op.body.block
+        self.values[block.args[0]] = iv
+        for arg, phi in zip(block.args[1:], carried):
+            self.values[arg] = phi
+        ops = list(block.ops)
+        terminator = ops[-1] if ops and ops[-1].name == "scf.yield" else None
+        for inner in ops if terminator is None else ops[:-1]:
+            self.op(inner)
+        yielded = [self.value(v) for v in terminator.operands] if terminator is not None else []
+        if len(yielded) != len(inits):
+            raise fail(self.kernel, f"a loop with {len(inits)} iter_args yields {len(yielded)} values")
+        latch = b.block
+        following = b.add(iv, step, name=f"{label}.next", flags=["nuw", "nsw"])
+        b.cbranch(b.icmp_signed("<", following, ub), body, exit_)
+        iv.add_incoming(following, latch)
+        for phi, value in zip(carried, yielded):
+            phi.add_incoming(value, latch)
+
+        self.fn.blocks.remove(exit_)  # after the body's blocks: the IR reads in program order
+        self.fn.blocks.append(exit_)
+        b.position_at_end(exit_)
+        results = []
+        for init, value in zip(inits, yielded):
+            if guarded:
+                phi = b.phi(init.type)
+                phi.add_incoming(init, before)
+                phi.add_incoming(value, latch)
+                results.append(phi)
+            else:
+                results.append(value)
+        return results
+
+    def split_bounds(self, op: scf.ForOp, lb: ir.Value, ub: ir.Value, step: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """The induction values of iterations `[max(lo, 0), min(hi, n))` of the split loop."""
+        b = self.builder
+        n = trip_count(op)
+        first_value, step_value, last_value = (constant_int(v) for v in (op.lb, op.step, op.ub))
+        assert n is not None and first_value is not None and step_value is not None and last_value is not None
+        lo, hi = self.fn.args[1], self.fn.args[2]
+        first = b.select(b.icmp_signed(">", lo, I64(0)), lo, I64(0), name="first")
+        last = b.select(b.icmp_signed("<", hi, I64(n)), hi, I64(n), name="last")
+
+        def induction(k: ir.Value, name: str) -> ir.Value:  # lb + k * step
+            if step_value != 1:
+                k = b.mul(k, step, flags=["nsw"])
+            return k if first_value == 0 else b.add(lb, k, name=name, flags=["nsw"])
+
+        start, end = induction(first, "start"), induction(last, "end")
+        if first_value + n * step_value != last_value:  # the last step overshoots ub
+            end = b.select(b.icmp_signed("<", end, ub), end, ub, name="end")
+        return start, end

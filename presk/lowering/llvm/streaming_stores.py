@@ -1,0 +1,162 @@
+"""Streaming stores: a big kernel's innermost parallel loop stores around the caches.
+
+In a kernel over more than `STREAMING_BYTES` (the last-level cache), the
+innermost parallel loop's stores become aligned non-temporal vector stores,
+after a peel that aligns them, saving the read for ownership of every line
+written; the kernel ends with a fence (`Translator.translate`).
+
+Only in the variant with disjoint buffers (`assume_disjoint`); the other
+keeps every loop as written. The threshold is read here, at translation:
+to force streaming stores in a test, patch
+`presk.lowering.llvm.streaming_stores.STREAMING_BYTES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llvmlite import ir
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import Float32Type, Float64Type
+from xdsl.ir import Operation
+
+from presk.cost.machine import Machine
+from presk.dialects.psk_kernel import PARALLEL
+from presk.lowering.llvm.irtypes import I1, I64, element_size
+from presk.lowering.llvm.loops import ScalarLoops
+from presk.lowering.llvm.memory import MemoryAccess
+from presk.lowering.llvm.queries import constant_int
+from presk.lowering.llvm.vector_body import vector_body
+
+__all__ = ["STREAMING_BYTES", "Streaming", "StreamingLoops", "streaming"]
+
+STREAMING_BYTES = 32 << 20
+"""Buffers of a kernel, in bytes, beyond which its stores go around the caches (`streaming`): this
+machine's last level cache (32 MiB of L3)."""
+
+
+@dataclass(frozen=True)
+class Streaming:
+    """How `streaming` vectorises a parallel innermost loop that writes memory it will not read again soon."""
+
+    lanes: int
+    vector_loads: frozenset[Operation]
+    stores: tuple[Operation, ...]
+    """Stored with non-temporal vector stores, `lanes` elements (64 bytes) each, once aligned."""
+
+
+def streaming(loop: scf.ForOp, machine: Machine, kernel_bytes: int) -> Streaming | None:
+    """A plan to run a parallel loop as aligned vectors with non-temporal stores, or None.
+
+    For a kernel touching more than `STREAMING_BYTES` (more than the last
+    level cache holds: its outputs will be read back from memory anyway), a
+    plain store first reads each line it writes (read for ownership); a
+    non-temporal store of a whole 64-byte line does not, which cuts an
+    elementwise kernel's traffic from reads + 2 x writes to reads + writes.
+    LLVM emits non-temporal vector stores only when it knows them aligned, so
+    the translation peels iterations until the stores are (see
+    `StreamingLoops.streaming_loop`). The stores' element types must all be one
+    type of 4 or 8 bytes (so that one peel aligns every store stream).
+    """
+    if kernel_bytes <= STREAMING_BYTES or machine.vector_bits < 512:
+        return None
+    if PARALLEL not in loop.attributes or loop.iter_args or constant_int(loop.step) != 1:
+        return None
+    body = vector_body(loop, (), ())
+    if body is None:
+        return None
+    _kinds, vector_loads, stores = body
+    if not stores:
+        return None
+    elements = {op.operands[1].type.element_type for op in stores}  # type: ignore[attr-defined]
+    if len(elements) != 1:
+        return None
+    (element,) = elements
+    if not isinstance(element, Float32Type | Float64Type):
+        return None
+    ordered = tuple(op for op in loop.body.block.ops if op in stores)
+    if any(op.name != "arith.constant" and not op.name.startswith("arith.") for op in _index_closure(loop, ordered)):
+        return None
+    return Streaming(64 // element_size(element), vector_loads, ordered)
+
+
+def _index_closure(loop: scf.ForOp, stores: Sequence[Operation]) -> list[Operation]:
+    """The ops of the loop body that the stores' indices depend on, in program order."""
+    block = loop.body.block
+    needed: set[Operation] = set()
+    work = [v for op in stores for v in op.operands[2:]]
+    while work:
+        v = work.pop()
+        owner = v.owner
+        if isinstance(owner, Operation) and owner.parent_block() is block and owner not in needed:
+            needed.add(owner)
+            work.extend(owner.operands)
+    return [op for op in block.ops if op in needed]
+
+
+class StreamingLoops(ScalarLoops, MemoryAccess):
+    """Parallel loops translated by a `Streaming` plan."""
+
+    def streaming_loop(self, op: scf.ForOp, plan: Streaming, lb: ir.Value, ub: ir.Value, step: ir.Value) -> None:
+        """A parallel loop with aligned non-temporal vector stores (see `streaming`).
+
+        Iterations `[lb, mid)` run as written until the first store's address
+        is 64-byte aligned (every store's then is, when their addresses agree
+        modulo 64, which is checked: else all run as written); `[mid, end)`
+        as vectors of `lanes` iterations, loads unaligned, stores aligned and
+        non-temporal; `[end, ub)` as written.
+        """
+        b = self.builder
+        lanes = plan.lanes
+        block = op.body.block
+        iv = block.args[0]
+        self.values[iv] = lb
+        for inner in _index_closure(op, plan.stores):
+            self.op(inner)
+        # The addresses at `lb` (formed without `inbounds`: with no iteration, `lb` may be past the end).
+        starts = [b.ptrtoint(self.address(s.operands[1], s.operands[2:], inbounds=False), I64) for s in plan.stores]
+        together = I1(1)
+        for start in starts[1:]:
+            same = b.icmp_unsigned("==", b.and_(b.sub(start, starts[0]), I64(63)), I64(0))
+            together = b.and_(together, same)
+        size = element_size(plan.stores[0].operands[1].type.element_type)  # type: ignore[attr-defined]
+        count = b.select(b.icmp_signed(">", ub, lb), b.sub(ub, lb), I64(0))
+        peel = b.lshr(b.and_(b.sub(I64(0), starts[0]), I64(63)), I64(size.bit_length() - 1))
+        peel = b.select(together, b.select(b.icmp_signed("<", peel, count), peel, count), count)
+        mid = b.add(lb, peel)
+        rest = b.sub(count, peel)
+        end = b.add(mid, b.sub(rest, b.and_(rest, I64(lanes - 1))))
+        self.scalar_loop(op, lb, mid, step, [])
+
+        b = self.builder
+        self.loop_number += 1
+        label = f"loop{self.loop_number}.stream"
+        before = b.block
+        body = self.fn.append_basic_block(f"{label}.body")
+        exit_ = self.fn.append_basic_block(f"{label}.exit")
+        b.cbranch(b.icmp_signed("<", mid, end), body, exit_)
+        b.position_at_end(body)
+        index = b.phi(I64, name=f"{label}.i")
+        index.add_incoming(mid, before)
+        self.values[iv] = index
+        self.vector_loads = set(plan.vector_loads)
+        self.streaming_stores = set(plan.stores)
+        self.lanes = lanes
+        try:
+            for inner in block.ops:
+                if inner is not block.last_op:
+                    self.op(inner)
+        finally:
+            self.vector_loads = set()
+            self.streaming_stores = set()
+            self.lanes = 0
+        latch = b.block
+        following = b.add(index, I64(lanes), name=f"{label}.next", flags=["nuw", "nsw"])
+        b.cbranch(b.icmp_signed("<", following, end), body, exit_)
+        index.add_incoming(following, latch)
+        self.fn.blocks.remove(exit_)
+        self.fn.blocks.append(exit_)
+        b.position_at_end(exit_)
+        self.fenced = True
+        self.scalar_loop(op, end, ub, step, [])

@@ -1,0 +1,66 @@
+"""The `vector` ops that `psk-vectorize` emits: vector code written in the kernel.
+
+The other vector code here comes from loops this translation vectorises
+itself (`presk.lowering.llvm.running_sums`, `presk.lowering.llvm.streaming_stores`);
+everything else is left to LLVM's vectorisers.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import MemRefType, VectorType
+from xdsl.ir import Operation
+
+from presk.lowering.llvm.errors import fail
+from presk.lowering.llvm.irtypes import I32, element_size, llvm_type
+from presk.lowering.llvm.memory import MemoryAccess
+from presk.lowering.llvm.target import intrinsic
+
+__all__ = ["VectorOps"]
+
+
+class VectorOps(MemoryAccess):
+    """`vector.broadcast`, `vector.load`, `vector.store`, `vector.fma`, `vector.extract`, `vector.insert`."""
+
+    def vector_op(self, op: Operation) -> None:
+        """The `vector` ops of `psk-vectorize` (one-dimensional vectors of lanes).
+
+        Loads and stores are of consecutive elements along a buffer's last
+        axis, aligned to the element (like the scalar accesses); `vector.fma`
+        is `llvm.fma` on vectors: one rounding per lane, the scalar fma's bits.
+        """
+        b = self.builder
+        name = op.name
+        if name == "vector.broadcast":
+            t = op.results[0].type
+            assert isinstance(t, VectorType)
+            self.values[op.results[0]] = self.splat(self.value(op.operands[0]), t.get_shape()[0])
+        elif name == "vector.load":
+            buffer, *indices = op.operands
+            t = buffer.type
+            assert isinstance(t, MemRefType)
+            pointer = self.address(buffer, indices)
+            loaded = b.load(pointer, typ=llvm_type(op.results[0].type), align=element_size(t.element_type))
+            self.scope(loaded, buffer)
+            self.values[op.results[0]] = loaded
+        elif name == "vector.store":
+            value, buffer, *indices = op.operands
+            t = buffer.type
+            assert isinstance(t, MemRefType)
+            pointer = self.address(buffer, indices)
+            stored = b.store(self.value(value), pointer, align=element_size(t.element_type))
+            self.scope(stored, buffer)
+        elif name == "vector.fma":
+            x, y, z = (self.value(v) for v in op.operands)
+            self.values[op.results[0]] = b.call(intrinsic(self.module, "llvm.fma", x.type, 3), [x, y, z])
+        elif name in ("vector.extract", "vector.insert"):
+            positions = op.properties["static_position"].get_values()  # type: ignore[attr-defined]
+            if len(positions) != 1 or len(op.operands) != (1 if name == "vector.extract" else 2):
+                raise fail(self.kernel, f"{name} with positions {positions} (one static lane is supported)")
+            lane = I32(positions[0])
+            if name == "vector.extract":
+                self.values[op.results[0]] = b.extract_element(self.value(op.operands[0]), lane)
+            else:
+                source, dest = (self.value(v) for v in op.operands)
+                self.values[op.results[0]] = b.insert_element(dest, source, lane)
+        else:
+            raise fail(self.kernel, f"cannot translate '{name}' (not in the PSK-Kernel subset)")
