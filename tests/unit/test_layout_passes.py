@@ -16,12 +16,17 @@ import pytest
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 
 from presk.cli.program import load_program
+from presk.cost.machine import host_machine
 from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_kernel_structured import STRUCTURED_OPS, ContractOp, SoftmaxOp
+from presk.interp.inputs import make_inputs
 from presk.interp.kernel import KernelInterpreter
+from presk.interp.reference import find_entry
 from presk.ir.context import presk_context
-from presk.lowering.compile import apply_layouts, realize
+from presk.jit.executor import HostProgram, flatten_inputs
+from presk.jit.native import NativeRunner
+from presk.lowering.compile import apply_layouts, lower, realize
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.kernel_layout import LAYOUT
 from presk.plans import plan_from_options
@@ -90,3 +95,25 @@ def test_a_structured_op_is_refused_by_the_kernel_interpreter() -> None:
     assert isinstance(k, kernel.KernelOp)
     with pytest.raises(PreskError, match="cannot run psk_kernel.contract"):
         KernelInterpreter().runner(k)
+
+
+@pytest.mark.parametrize("plan_file", ["attention.json", "attention_values.json"])
+def test_the_attention_plans_give_the_defaults_bits_on_both_executors(plan_file: str) -> None:
+    """tests/plan's attention plans (scores tiled [4, 16], k-block 32, JIK, 16 lanes, packed, split at
+    depth 1; the softmax in two passes; the values ein tiled) through every layout pass, on the
+    native backend and the kernel interpreter, against the default layout's bits (f32), at the
+    smallest sizes where the plans hold: B=2, T=32 (the corpus GPT's head dimension is 32)."""
+    if 16 not in host_machine().lane_widths("f32"):
+        pytest.skip("the attention plans state 16 f32 lanes: an AVX-512 machine's register width")
+    program = load_program(str(ROOT / "corpus/nlp/gpt.mlir"), ["B=2", "T=32"], [])
+    module, env, entry = program.parsed.module, program.env, "SelfAttention.apply"
+    planned = lower(module, entry, env, plan_from_options(None, f"@{PLANS / plan_file}"))
+    default = lower(module, entry, env, plan_from_options("f32", None))
+    assert "pack" in {k.sym_name.data for k in planned.walk() if isinstance(k, kernel.KernelOp)}
+    assert any(op.name == "vector.fma" for op in planned.walk()), "the scores' 16 lanes are vector code"
+    inputs = flatten_inputs(make_inputs(find_entry(module, entry), env, 0))
+    native = NativeRunner()
+    (expected,) = HostProgram(default, native)(inputs)
+    for runner in (native, KernelInterpreter().runner):
+        (got,) = HostProgram(planned, runner)(inputs)
+        assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
