@@ -44,8 +44,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from itertools import permutations
@@ -54,6 +52,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from timing import run_per_thread_count
 
 EINS: dict[str, dict[str, Any]] = {
     # name: the nest, the einsum spec, whether it is NT (pack allowed), its K
@@ -321,30 +321,19 @@ def main() -> None:
         args.threads = int(args.threads)
         _worker(args)
         return
-    records: list[dict[str, Any]] = []
-    for threads in [int(t) for t in str(args.threads).split(",")]:
-        env = {**os.environ, "OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
-               "MKL_NUM_THREADS": str(threads), "PRESK_THREADS": str(threads), "OMP_WAIT_POLICY": "PASSIVE"}  # fmt: skip
-        command = [sys.executable, __file__, "--worker", "--threads", str(threads), "--eins", ",".join(args.eins),
-                   "--space", args.space, "--screen", str(args.screen), "--rounds", str(args.rounds)]  # fmt: skip
-        command += [f"--dim={n}={v}" for n, v in dims.items()]
-        with subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, text=True
-        ) as proc:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                record = json.loads(line)
-                records.append(record)
-                ms = record["ms"]
-                print(
-                    f"{record['ein']} threads={threads}: default {ms['default']:.2f} ms, best {ms['best']:.2f} ms "
-                    f"({record['best_label']}; launches {record['best_launches']}; same bits: {record['bits_equal']}; "
-                    f"refused {record['refused']} of {record['points']}), numpy {ms['numpy']:.2f} ms, "
-                    f"torch {ms.get('torch', float('nan')):.2f} ms",
-                    flush=True,
-                )
-        if proc.returncode:
-            sys.exit(proc.returncode)
+    def report(threads: int, record: dict[str, Any]) -> None:
+        ms = record["ms"]
+        print(
+            f"{record['ein']} threads={threads}: default {ms['default']:.2f} ms, best {ms['best']:.2f} ms "
+            f"({record['best_label']}; launches {record['best_launches']}; same bits: {record['bits_equal']}; "
+            f"refused {record['refused']} of {record['points']}), numpy {ms['numpy']:.2f} ms, "
+            f"torch {ms.get('torch', float('nan')):.2f} ms",
+            flush=True,
+        )
+
+    worker_args = ["--eins", ",".join(args.eins), "--space", args.space, "--screen", str(args.screen),
+                   "--rounds", str(args.rounds), *(f"--dim={n}={v}" for n, v in dims.items())]  # fmt: skip
+    records = run_per_thread_count(__file__, [int(t) for t in str(args.threads).split(",")], worker_args, report)
     print()
     print(
         f"B={dims['B']}, H={HEADS}, T={dims['T']}, hd={HD}, f32; medians (quartiles) of the side-by-side rounds"

@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from itertools import permutations
@@ -42,6 +40,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from timing import run_per_thread_count
 
 
 def _space(kind: str, dtype: str, widths: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -73,7 +73,6 @@ def _label(layout: dict[str, Any] | None) -> str:
 def _worker(args: argparse.Namespace) -> None:
     """One thread count: sweep, then the side-by-side table, one JSON line per (dtype, size)."""
     import numpy as np
-
     from timing import side_by_side
 
     from presk import sizes
@@ -196,26 +195,17 @@ def main() -> None:
         args.threads = int(args.threads)
         _worker(args)
         return
-    records: list[dict[str, Any]] = []
-    for threads in [int(t) for t in str(args.threads).split(",")]:
-        env = {**os.environ, "OPENBLAS_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
-               "MKL_NUM_THREADS": str(threads), "PRESK_THREADS": str(threads), "OMP_WAIT_POLICY": "PASSIVE"}  # fmt: skip
-        command = [sys.executable, __file__, "--worker", "--threads", str(threads), "--sizes",
-                   ",".join(map(str, args.sizes)), "--dtypes", ",".join(args.dtypes), "--space", args.space,
+    def report(threads: int, record: dict[str, Any]) -> None:
+        print(
+            f"{record['dtype']} N={record['n']} threads={threads}: default {record['ms']['default']:.2f} ms, "
+            f"best {record['ms']['best']:.2f} ms ({record['best_label']}; same bits: {record['bits_equal']}), "
+            f"numpy {record['ms']['numpy']:.2f} ms, torch {record['ms'].get('torch', float('nan')):.2f} ms",
+            flush=True,
+        )
+
+    worker_args = ["--sizes", ",".join(map(str, args.sizes)), "--dtypes", ",".join(args.dtypes), "--space", args.space,
                    "--screen", str(args.screen), "--rounds", str(args.rounds)]  # fmt: skip
-        with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as proc:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                record = json.loads(line)
-                records.append(record)
-                print(
-                    f"{record['dtype']} N={record['n']} threads={threads}: default {record['ms']['default']:.2f} ms, "
-                    f"best {record['ms']['best']:.2f} ms ({record['best_label']}; same bits: {record['bits_equal']}), "
-                    f"numpy {record['ms']['numpy']:.2f} ms, torch {record['ms'].get('torch', float('nan')):.2f} ms",
-                    flush=True,
-                )
-        if proc.returncode:
-            sys.exit(proc.returncode)
+    records = run_per_thread_count(__file__, [int(t) for t in str(args.threads).split(",")], worker_args, report)
     print()
     print(_table(records))
     if args.json:

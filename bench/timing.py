@@ -7,11 +7,15 @@ slows both sides alike; a figure is the median of the rounds.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -59,3 +63,37 @@ def side_by_side(
         q = statistics.quantiles(xs, n=4) if len(xs) >= 4 else [min(xs), 0, max(xs)]
         out[name] = Timing(name, statistics.median(xs), (q[0], q[2]), len(xs))
     return out
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """The environment of a process whose every thread pool (OpenBLAS, OpenMP, MKL, presk) has `threads` threads.
+
+    OpenMP waits passively: spinning threads would hold the core the next
+    contender of the round needs.
+    """
+    n = str(threads)
+    return {**os.environ, "OPENBLAS_NUM_THREADS": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n,
+            "PRESK_THREADS": n, "OMP_WAIT_POLICY": "PASSIVE"}  # fmt: skip
+
+
+def run_per_thread_count(
+    script: str, thread_counts: Sequence[int], worker_args: Sequence[str], report: Callable[[int, dict[str, Any]], None]
+) -> list[dict[str, Any]]:
+    """`script --worker --threads N *worker_args` in a fresh process per thread count (`thread_env`).
+
+    Thread pools are sized when a library loads, so each count needs its own
+    process. The worker prints one JSON record per line; each is passed to
+    `report` as it arrives and all are returned. A failing worker ends the run.
+    """
+    records: list[dict[str, Any]] = []
+    for threads in thread_counts:
+        command = [sys.executable, script, "--worker", "--threads", str(threads), *worker_args]
+        with subprocess.Popen(command, env=thread_env(threads), stdout=subprocess.PIPE, text=True) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                record = json.loads(line)
+                records.append(record)
+                report(threads, record)
+        if proc.returncode:
+            sys.exit(proc.returncode)
+    return records
