@@ -9,7 +9,7 @@ host level, so kernels see only buffers; a split or merge is a view;
 a constant is a literal inside the kernels that read it.
 
 Layouts (the seed's table, `presk.dialects.psk_realize_layout`) are not
-applied here but by the layout passes that follow (`psk-pack`, `psk-tile`,
+applied here but by the layout passes that follow (`psk-epilogue`, `psk-pack`, `psk-tile`,
 `psk-softmax-passes`, `psk-split`, `psk-vectorize`): a contraction nest's
 kernel holds one structured `psk_kernel.contract`, a softmax's one
 `psk_kernel.softmax` (`presk.dialects.psk_kernel_structured`), and each
