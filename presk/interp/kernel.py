@@ -120,11 +120,12 @@ def _element_dtype(t: Attribute) -> np.dtype | None:
 
 
 def dtype_of(memref_type: Attribute) -> np.dtype:
-    """The numpy dtype of a buffer: float64, float32, ml_dtypes.bfloat16 or int64."""
+    """The numpy dtype of a buffer: float64, float32, ml_dtypes.bfloat16 or int64 (one mapping: the
+    native executor uses it too)."""
     element = memref_type.element_type if isinstance(memref_type, MemRefType) else memref_type
     dtype = _element_dtype(element)
     if dtype is None or dtype == BOOL:
-        raise PreskError("E3003", f"no buffer dtype for elements of type {element}")
+        raise PreskError("E3003", f"no buffer dtype for {element} (buffers hold f64, f32, bf16 or i64)")
     return dtype
 
 

@@ -21,34 +21,16 @@ import ml_dtypes
 import numpy as np
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float32Type,
-    Float64Type,
-    IntegerType,
-    MemRefType,
     ModuleOp,
 )
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import SSAValue
 
 from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as kernel
+from presk.interp.kernel import dtype_of
 
 KernelCall = Callable[[Sequence[np.ndarray]], None]
 Runner = Callable[[kernel.KernelOp], KernelCall]
-
-
-def dtype_of(t: Attribute) -> np.dtype:
-    """The numpy dtype of a buffer's elements (bf16 through ml_dtypes): one mapping for both backends."""
-    element = t.element_type if isinstance(t, MemRefType) else t
-    if isinstance(element, Float64Type):
-        return np.dtype(np.float64)
-    if isinstance(element, Float32Type):
-        return np.dtype(np.float32)
-    if isinstance(element, BFloat16Type):
-        return np.dtype(ml_dtypes.bfloat16)
-    if isinstance(element, IntegerType) and element.width.data == 64:
-        return np.dtype(np.int64)
-    raise PreskError("E3003", f"no buffer dtype for {element} (buffers hold f64, f32, bf16 or i64)")
 
 
 @dataclass(frozen=True)
