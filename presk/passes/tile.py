@@ -34,6 +34,7 @@ from presk.lowering.kernel_builder import KernelBuilder
 from presk.passes.kernel_layout import (
     consume,
     kernel_of,
+    refuse,
     replace_decision,
     resolved,
     stated,
@@ -77,6 +78,9 @@ class TileContraction(RewritePattern):
         block = k.body.block
         assert block.last_op is op, "a structured contraction is its kernel's last op"
         layout, said = resolved(k), stated(k)
+        for earlier, name in (("epilogue", "psk-epilogue"), ("pack", "psk-pack")):
+            if layout.get(earlier) is True:  # its pass works on the structured op: once tiled, never applied
+                raise refuse(k, None, earlier, f"the layout's {earlier} is not applied yet: run {name} before psk-tile")
         co = contraction_operands(op)
         # Lanes stated away from their default are recorded (the lowering drops a stated default).
         lanes = said.get("lanes")
