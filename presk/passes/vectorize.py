@@ -80,6 +80,7 @@ from xdsl.rewriter import InsertPoint
 
 from presk.cost.machine import Machine, host_machine
 from presk.diagnostics import PreskError
+from presk.passes.kernel_layout import kernels, refuse, stated
 
 LANES = "psk_kernel.lanes"
 """The column-block loop's attribute (`presk.lowering.contraction.LANES`)."""
@@ -601,6 +602,9 @@ class VectorizeContractions(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         machine = self.machine if self.machine is not None else host_machine()
+        for k in kernels(op):  # lanes still pending live on a structured contract: psk-tile records them
+            if isinstance(stated(k).get("lanes"), int) and stated(k)["lanes"] > 1:
+                raise refuse(k, None, "lanes", "the layout's lanes are not on a loop yet: run psk-tile before psk-vectorize")
         sums = PatternRewriteWalker(VectorizeTileSums(machine), apply_recursively=False)
         if not sums.rewrite_module(op):
             return

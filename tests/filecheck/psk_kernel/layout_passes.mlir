@@ -21,10 +21,12 @@
 // RUN: not presk-opt %S/../../plan/epilogue.mlir -p 'psk-bind{dims="B=2,T=16"},psk-fuse,psk-realize{plan="%S/../../plan/epilogue.json"},psk-lower-kernel{entry=masked_scores},psk-tile' 2>&1 | filecheck %s --check-prefix=ORDER-EPILOGUE
 // RUN: not presk-opt %S/../../plan/epilogue.mlir -p 'psk-bind{dims="B=2,T=16"},psk-fuse,psk-realize{plan="%S/../../plan/epilogue.json"},psk-lower-kernel{entry=masked_scores},psk-epilogue,psk-tile' 2>&1 | filecheck %s --check-prefix=ORDER-PACK
 // RUN: not presk-opt %S/../../plan/epilogue.mlir -p 'psk-bind{dims="B=2,T=16"},psk-fuse,psk-realize{plan="%S/../../plan/epilogue.json"},psk-lower-kernel{entry=masked_scores},psk-split' 2>&1 | filecheck %s --check-prefix=ORDER-SPLIT
+// RUN: not presk-opt %S/../../plan/epilogue.mlir -p 'psk-bind{dims="B=2,T=16"},psk-fuse,psk-realize{plan="%S/../../plan/epilogue.json"},psk-lower-kernel{entry=masked_scores},psk-vectorize' 2>&1 | filecheck %s --check-prefix=ORDER-LANES
 
 // A pass run before the one it needs refuses, at the nest's line, rather than leave a decision unapplied.
 // ORDER-EPILOGUE: epilogue.mlir:60:3: error: E7002: nest "masked_scores/%0", decision "epilogue": the layout's epilogue is not applied yet: run psk-epilogue before psk-tile
 // ORDER-PACK: epilogue.mlir:60:3: error: E7002: nest "masked_scores/%0", decision "pack": the layout's pack is not applied yet: run psk-pack before psk-tile
+// ORDER-LANES: epilogue.mlir:60:3: error: E7002: nest "masked_scores/%0", decision "lanes": the layout's lanes are not on a loop yet: run psk-tile before psk-vectorize
 // ORDER-SPLIT: epilogue.mlir:60:3: error: E7002: nest "masked_scores/%0", decision "split": the kernel still holds a structured op: run psk-tile and psk-softmax-passes first
 
 // psk-lower-kernel: the product is one structured contract, its layout pending; the add is its own kernel.
