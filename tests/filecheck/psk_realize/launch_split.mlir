@@ -54,7 +54,7 @@ func.func @f(%a: !A, %w: !W) -> (!O, !O, !O) {
 !E = !psk_core.tensor<[vocab: 16, embed: 8]>
 !Ids = !psk_core.index<[batch: 2, seq: 4], 16>
 func.func @f(%x: !X, %e: !E, %ids: !Ids) -> (!X, !R, !X, !X) {
-  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <split = {depth = 1, workers = 2}> : !X {
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <passes = 2, split = {depth = 1, workers = 2}> : !X {
     %0 = psk_core.softmax %x [embed] : !X
     psk_realize.yield %0 : !X
   }
@@ -146,6 +146,32 @@ func.func @f(%a: !A, %w: !W) -> !O {
     psk_realize.yield %0 : !O
   }
   func.return %0 : !O
+}
+
+// -----
+
+// the three-pass softmax runs its innermost kept axis in blocks of rows (16 f32 rows at most, the
+// largest power of two dividing it): seq = 4 is one block, a loop of 1 iteration
+!X = !psk_core.tensor<[batch: 2, seq: 4, embed: 8]>
+func.func @f(%x: !X) -> !X {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "split": condition 8: the split's loop at depth 1 is the loop over seq in blocks of 4 rows, with 1 iteration; a split divides a loop of two iterations or more}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <split = {depth = 1, workers = 2}> : !X {
+    %0 = psk_core.softmax %x [embed] : !X
+    psk_realize.yield %0 : !X
+  }
+  func.return %0 : !X
+}
+
+// -----
+
+// accepted: seq = 32 in blocks of 16 rows is a loop of 2 iterations
+!Y = !psk_core.tensor<[batch: 2, seq: 32, embed: 8]>
+func.func @f(%y: !Y) -> !Y {
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <split = {depth = 1, workers = 2}> : !Y {
+    %0 = psk_core.softmax %y [embed] : !Y
+    psk_realize.yield %0 : !Y
+  }
+  func.return %0 : !Y
 }
 
 // -----

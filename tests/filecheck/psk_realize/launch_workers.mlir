@@ -14,7 +14,8 @@ func.func @f(%a: !A, %w: !W) -> (!O, !O, !R, !O) {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
   }
-  %1 = psk_realize.nest "f/%1" realize <f32, f32> layout <split = {depth = 0, workers = 4}> : !O {
+  // in two passes: the three-pass kernel runs its 4 rows in one block of 4, a loop of 1 iteration (launch_split.mlir)
+  %1 = psk_realize.nest "f/%1" realize <f32, f32> layout <passes = 2, split = {depth = 0, workers = 4}> : !O {
     %1 = psk_core.softmax %0 [j] : !O
     psk_realize.yield %1 : !O
   }
