@@ -117,3 +117,35 @@ def test_the_attention_plans_give_the_defaults_bits_on_both_executors(plan_file:
     for runner in (native, KernelInterpreter().runner):
         (got,) = HostProgram(planned, runner)(inputs)
         assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
+
+
+GRAM = """
+!Q = !psk_core.tensor<[batch: 2, seq: 16, hd: 8]>
+!S = !psk_core.tensor<[batch: 2, seq: 16, seq2: 16]>
+func.func @gram(%q: !Q) -> !S {
+  %0 = psk_core.ein %q[batch, seq, hd], %q[batch, seq2, hd] : !S
+  func.return %0 : !S
+}
+"""
+
+
+def test_pack_of_an_operand_the_contraction_also_reads_as_operand_0(tmp_path: Path) -> None:
+    """q qᵀ: one buffer is both operands, so psk-pack gives the panel a buffer of its own (second)
+    rather than retyping the shared one; the result keeps the default's bits on both executors."""
+    program_path = tmp_path / "gram.mlir"
+    program_path.write_text(GRAM)
+    program = load_program(str(program_path), [], [])
+    module, env = program.parsed.module, program.env
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"realization": "f32", "layout": {"gram/%0": {"tile": [4, 16], "lanes": 8, "pack": true}}}')
+    packed = lower(module, "gram", env, plan_from_options(None, f"@{plan}"))
+    contraction = next(k for k in packed.walk() if isinstance(k, kernel.KernelOp) and k.sym_name.data == "ein")
+    assert [str(t) for t in contraction.body.block.arg_types] == [
+        "memref<2x16x8xf32>", "memref<2x8x16xf32>", "memref<2x16x16xf32>"
+    ]  # fmt: skip
+    default = lower(module, "gram", env, plan_from_options("f32", None))
+    inputs = flatten_inputs(make_inputs(find_entry(module, "gram"), env, 0))
+    (expected,) = HostProgram(default, NativeRunner())(inputs)
+    for runner in (NativeRunner(), KernelInterpreter().runner):
+        (got,) = HostProgram(packed, runner)(inputs)
+        assert got.tobytes() == expected.tobytes()
