@@ -79,7 +79,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from presk.cost.machine import Machine, host_machine
-from presk.diagnostics import PreskError
+from presk.ir.locations import error_at
 from presk.passes.kernel_layout import kernels, refuse, stated
 
 LANES = "psk_kernel.lanes"
@@ -441,19 +441,21 @@ class VectorizeTileSums(RewritePattern):
         if not fmas and any(isinstance(o, vector.FMAOp) for o in op.walk()):
             return  # already vectorised
         if not fmas:
-            raise PreskError("E3003", f"psk-vectorize: a loop states lanes = {lanes} but holds no running sums")
+            raise error_at(op, "E3003", f"psk-vectorize: a loop states lanes = {lanes} but holds no running sums")
         element = fmas[0].result.type
         dtype = _DTYPES.get(type(element), str(element))
         if dtype not in ("f64", "f32") or lanes not in self.machine.lane_widths(dtype):
             widths = ", ".join(str(w) for w in (1, *(self.machine.lane_widths(dtype) if dtype in ("f64", "f32") else ())))
-            raise PreskError(
+            raise error_at(
+                op,
                 "E7002",
                 f"psk-vectorize: condition 4: lanes = {lanes} is not a register width of this machine for {dtype}: "
                 f"lanes are {widths}",
             )
         tile = find_tile_sums(op, lanes)
         if tile is None:
-            raise PreskError(
+            raise error_at(
+                op,
                 "E3003",
                 f"psk-vectorize: the loop stating lanes = {lanes} is not the column loop of a register tile whose "
                 f"columns come in groups of {lanes} consecutive elements of operand 1, each group updated with one "
