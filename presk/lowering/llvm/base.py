@@ -54,6 +54,12 @@ class TranslatorBase:
         """Translate one op (the dispatcher, `Translator.op`)."""
         raise NotImplementedError
 
+    def new_loop(self, kind: str = "") -> tuple[str, ir.Block, ir.Block]:
+        """A fresh loop's label (`loop<n>[.kind]`) and its body and exit blocks, appended in that order."""
+        self.loop_number += 1
+        label = f"loop{self.loop_number}" + (f".{kind}" if kind else "")
+        return label, self.fn.append_basic_block(f"{label}.body"), self.fn.append_basic_block(f"{label}.exit")
+
     def metadata(self, *operands: object) -> ir.MDValue:
         return self.module.add_metadata(list(operands))
 

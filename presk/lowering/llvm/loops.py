@@ -35,11 +35,8 @@ class ScalarLoops(TranslatorBase):
     ) -> list[ir.Value]:
         """The loop as it is written: a guarded do-while loop; returns its results."""
         b = self.builder
-        self.loop_number += 1
-        label = f"loop{self.loop_number}"
         before = b.block
-        body = self.fn.append_basic_block(f"{label}.body")
-        exit_ = self.fn.append_basic_block(f"{label}.exit")
+        label, body, exit_ = self.new_loop()
         guarded = not (isinstance(lb, ir.Constant) and isinstance(ub, ir.Constant) and lb.constant < ub.constant)
         if not guarded:
             b.branch(body)  # constant bounds, at least one iteration

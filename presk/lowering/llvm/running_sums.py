@@ -164,8 +164,7 @@ class RunningSumLoops(ScalarLoops):
         first, count = constant_int(op.lb), trip_count(op)
         assert first is not None and count is not None
         whole = count - count % lanes
-        self.loop_number += 1
-        label = f"loop{self.loop_number}.sums"
+        label, body, exit_ = self.new_loop("sums")
         element = inits[0].type
         starts = []
         for g in range(0, len(inits), group):
@@ -177,8 +176,6 @@ class RunningSumLoops(ScalarLoops):
                 start = b.insert_element(start, inits[g + j], I32(j))
             starts.append(start)
         before = b.block
-        body = self.fn.append_basic_block(f"{label}.body")
-        exit_ = self.fn.append_basic_block(f"{label}.exit")
         b.branch(body)  # whole >= lanes: at least one block
         b.position_at_end(body)
         iv = b.phi(I64, name=f"{label}.i")

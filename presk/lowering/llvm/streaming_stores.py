@@ -130,11 +130,8 @@ class StreamingLoops(ScalarLoops, MemoryAccess):
         self.scalar_loop(op, lb, mid, step, [])
 
         b = self.builder
-        self.loop_number += 1
-        label = f"loop{self.loop_number}.stream"
         before = b.block
-        body = self.fn.append_basic_block(f"{label}.body")
-        exit_ = self.fn.append_basic_block(f"{label}.exit")
+        label, body, exit_ = self.new_loop("stream")
         b.cbranch(b.icmp_signed("<", mid, end), body, exit_)
         b.position_at_end(body)
         index = b.phi(I64, name=f"{label}.i")
