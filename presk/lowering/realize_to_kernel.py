@@ -81,7 +81,6 @@ from presk.dialects.psk_realize import (
     LayoutAttr,
     NestOp,
     SiteOp,
-    layout_error,
     resolved_defaults,
 )
 from presk.dialects.psk_realize_nests import contraction as contraction_of
@@ -91,7 +90,7 @@ from presk.interp.values import leaf_items
 from presk.ir.locations import error_at
 from presk.lowering import contraction, nests, softmax, softmax_two_pass
 from presk.lowering.kernel_builder import INDEX_ELEMENT, KernelBuilder, float_type
-from presk.passes.kernel_layout import LAYOUT
+from presk.passes.kernel_layout import LAYOUT, Violation, layout_refusal
 from presk.passes.verify_layout import layout_violation as launch_violation
 
 
@@ -277,9 +276,7 @@ class HostLowering:
         return self._machine
 
     def refuse(self, site: SiteOp, violation: Violation) -> PreskError:
-        condition, decision, reason = violation
-        text = reason if condition is None else f"condition {condition}: {reason}"
-        return error_at(site, "E7002", layout_error(site.site_name, decision, text)[len("E7002: ") :])
+        return layout_refusal(site, site.site_name, *violation)
 
     def check(self, site: SiteOp) -> None:
         """The plan's second check (`psk-verify-layout`), once per site: E7002 before the nest is lowered."""
@@ -324,7 +321,7 @@ class HostLowering:
                                      constant=leaf.constant)  # fmt: skip
                     for v, leaf in operand_leaves
                 }
-                self.emit_site(kb, site, operands, result_type, args[-1], arith_type, layout)
+                self.emit_site(kb, site, operands, result_type, args[-1], arith_type)
 
             name = self.kernel_for(key, self.kernel_name(site), site.site_name, signature, body, site)
             out = self.emit(kernel.AllocOp(out_type))
@@ -363,21 +360,13 @@ class HostLowering:
         return Leaf(rt, out)
 
     def contraction_operands(self, op: core.DotOp | core.EinOp, types: Sequence[Attribute]) -> contraction.ContractionOperands:
-        """The axis labels and sizes of a contraction nest (a dot's summed axis is named `__k`)."""
+        """The axis labels and sizes of a contraction nest (a dot's summed axis is named `DOT_K`)."""
         rt = op.result.type
         c = contraction_of(op)
         assert c is not None
+        labels, sizes = product_axes(op, types)
         if isinstance(op, core.DotOp):
-            x, w = types
-            k = "__k"
-            labels = [(*x.names[:-1], k), (k, *w.names[1:])]  # type: ignore[attr-defined]
-            sizes = {**dict(zip(x.names, nests._sizes(x))), **dict(zip(w.names, nests._sizes(w))), k: nests._sizes(x)[-1]}  # type: ignore[attr-defined]
-            c = replace(c, k=k)
-        else:
-            labels = [tuple(ls) for ls in op.operand_labels]
-            sizes = {}
-            for t, ls in zip(types, labels):
-                sizes.update(zip(ls, nests._sizes(t)))
+            c = replace(c, k=DOT_K)
         return contraction.ContractionOperands(c, tuple(labels[0]), tuple(labels[1]), tuple(rt.names), sizes)
 
     def kernel_name(self, site: SiteOp) -> str:
@@ -416,7 +405,7 @@ class HostLowering:
 
     def emit_site(
         self, kb: KernelBuilder, site: SiteOp, operands: dict[SSAValue, nests.Operand], result_type: Attribute,
-        out: SSAValue, arith_type: Attribute, layout: dict[str, Any] | None = None,
+        out: SSAValue, arith_type: Attribute,
     ) -> None:  # fmt: skip
         if isinstance(site, GroupOp):
             nests.emit_group(kb, site.members, site.root, operands, result_type, out, arith_type)
@@ -424,12 +413,10 @@ class HostLowering:
         assert isinstance(site, NestOp)
         op = site.primitive
         args = [operands.get(v) for v in op.operands]
-        if layout is None:
-            layout, _ = self.layout_of(site)
         if isinstance(op, core.ReductionOp):
             nests.emit_reduction(kb, op, args[0], out, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.DotOp | core.EinOp):
-            self.emit_product(kb, op, args, out, layout, arith_type)  # type: ignore[arg-type]
+            self.emit_product(kb, op, args, out, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.SoftmaxOp):
             x, mask = args[0], args[1] if len(args) > 1 else None
             kb.add(StructuredSoftmaxOp(
@@ -457,27 +444,31 @@ class HostLowering:
 
     def emit_product(
         self, kb: KernelBuilder, op: core.DotOp | core.EinOp, args: Sequence[nests.Operand], out: SSAValue,
-        layout: dict[str, Any], arith_type: Attribute,
+        arith_type: Attribute,
     ) -> None:  # fmt: skip
         """A product that is no contraction nest (those go through `launch_product`)."""
-        rt = op.result.type
-        if isinstance(op, core.DotOp):
-            x, w = (a.type for a in args)
-            k = "__k"
-            labels = [(*x.names[:-1], k), (k, *w.names[1:])]
-            sizes = {**dict(zip(x.names, nests._sizes(x))), **dict(zip(w.names, nests._sizes(w))), k: nests._sizes(x)[-1]}
-            summed: tuple[str, ...] = (k,)
-        else:
-            labels = list(op.operand_labels)
-            sizes = {}
-            for operand, ls in zip(args, labels):
-                sizes.update(zip(ls, nests._sizes(operand.type)))
-            summed = op.summed
-        nests.emit_product(kb, labels, args, rt, summed, sizes, out, arith_type)
+        labels, sizes = product_axes(op, [a.type for a in args])
+        summed = (DOT_K,) if isinstance(op, core.DotOp) else op.summed
+        nests.emit_product(kb, labels, args, op.result.type, summed, sizes, out, arith_type)
 
 
-Violation = tuple[int | None, str, str]
-"""(the seed's condition, or None for the epilogue's own; the decision; why)."""
+DOT_K = "__k"
+"""The name a dot's summed axis takes in its kernel (a dot's operands name it differently)."""
+
+
+def product_axes(op: core.DotOp | core.EinOp, types: Sequence[Attribute]) -> tuple[list[tuple[str, ...]], dict[str, int]]:
+    """The axis labels of a product's two operands (a dot's summed axis named `DOT_K`), and every axis's size."""
+    if isinstance(op, core.DotOp):
+        x, w = types
+        labels = [(*x.names[:-1], DOT_K), (DOT_K, *w.names[1:])]  # type: ignore[attr-defined]
+        sizes = {**dict(zip(x.names, nests._sizes(x))), **dict(zip(w.names, nests._sizes(w)))}  # type: ignore[attr-defined]
+        return labels, {**sizes, DOT_K: nests._sizes(x)[-1]}
+    labels = [tuple(ls) for ls in op.operand_labels]
+    sizes: dict[str, int] = {}
+    for t, ls in zip(types, labels):
+        sizes.update(zip(ls, nests._sizes(t)))
+    return labels, sizes
+
 
 
 def contraction_violation(

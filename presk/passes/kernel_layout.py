@@ -22,6 +22,9 @@ from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_realize import LayoutAttr, layout_error
 from presk.ir.locations import error_at
 
+Violation = tuple[int | None, str, str]
+"""A broken launch condition: (the seed's condition, or None for the epilogue's own; the decision; why)."""
+
 LAYOUT = "layout"
 """The kernel attribute holding the decisions not applied yet."""
 
@@ -71,10 +74,15 @@ def kernel_of(op: Operation) -> kernel.KernelOp:
     return owner
 
 
-def refuse(k: kernel.KernelOp, condition: int | None, decision: str, reason: str) -> PreskError:
-    """E7002 naming the kernel's nest, the decision and the seed's condition, at the nest's line."""
+def layout_refusal(at: Operation, nest: str, condition: int | None, decision: str, reason: str) -> PreskError:
+    """E7002 naming the nest, the decision and the seed's condition, placed at `at`'s source line."""
     text = reason if condition is None else f"condition {condition}: {reason}"
-    return error_at(k, "E7002", layout_error(k.site.data, decision, text)[len("E7002: ") :])
+    return error_at(at, "E7002", layout_error(nest, decision, text)[len("E7002: ") :])
+
+
+def refuse(k: kernel.KernelOp, condition: int | None, decision: str, reason: str) -> PreskError:
+    """`layout_refusal` of the kernel's nest, at the nest's line."""
+    return layout_refusal(k, k.site.data, condition, decision, reason)
 
 
 def kernels(module: ModuleOp) -> Iterator[kernel.KernelOp]:

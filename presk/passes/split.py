@@ -30,10 +30,7 @@ from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_kernel import PARALLEL, WORKERS
 from presk.dialects.psk_kernel_structured import STRUCTURED_OPS
 from presk.lowering.kernel_to_llvm import split_loop, trip_count
-from presk.passes.kernel_layout import consume, kernels, refuse, resolved
-
-Violation = tuple[int | None, str, str]
-"""(the seed's condition, or None for the epilogue's own; the decision; why)."""
+from presk.passes.kernel_layout import Violation, consume, kernels, refuse, resolved
 
 
 def perfect_nest(k: kernel.KernelOp) -> list[scf.ForOp]:
