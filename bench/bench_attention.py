@@ -19,8 +19,12 @@ is told `torch.set_num_threads`. Per `ein`:
    (E7002) are counted and skipped.
 2. Side by side: the default layout, the best swept point,
    `numpy.einsum(..., optimize=True)` and `torch.einsum`, timed in turn for
-   `--rounds` rounds (`bench/timing.py`); medians and quartiles. The best
-   point's output bytes are compared with the default's.
+   `--rounds` rounds (`bench/timing.py`), each turn `--block` consecutive
+   calls of which all but the first count (a contender's steady state: one
+   call right after another contender's finds torch's thread pool asleep
+   and the caches cold, which made torch.einsum twice as slow as alone);
+   medians and quartiles. The best point's output bytes are compared with
+   the default's.
 
 A point with `"pack": true` (scores only: the pack exists for NT
 contractions alone, condition 9) launches a copy kernel before the
@@ -34,10 +38,10 @@ widths (`host_machine().lane_widths("f32")`) dividing n_j, k-blocks with
 their orders, the pack (scores; lanes on an NT contraction need it), and the
 split: the executor's default, or `{"depth": 1, "workers": threads}` when
 there are two threads or more.
-`--space quick` (default): tiles [4, 16], [2, 16], [4, 8], [1, 16], vector
+`--space quick` (default): tiles [4, 32], [2, 32], [4, 16], [2, 16], [4, 8], [1, 16], vector
 lanes only, no k-block (IJ, JI) or a k-block with IJK / JIK / JKI, scores
 always packed. `--space full`: tile [1, 1] or m_i ∈ {1, 2, 4} × n_j ∈
-{4, 8, 16}, lanes 1 or a register width, every order, pack true/false.
+{4, 8, 16, 32}, lanes 1 or a register width, every order, pack true/false.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timing import run_per_thread_count
 
+from presk.dialects.psk_realize_layout import TILE_COLS, TILE_ROWS
+
 EINS: dict[str, dict[str, Any]] = {
     # name: the nest, the einsum spec, whether it is NT (pack allowed), its K
     "scores": {"nest": "scores/%0", "spec": "bhsd,bhtd->bhst", "nt": True, "k": "hd"},
@@ -69,14 +75,14 @@ def _space(
     nt = EINS[ein]["nt"]
     kblocks = [kb for kb in (32, 128) if k % kb == 0]
     if kind == "quick":
-        tiles = [[4, 16], [2, 16], [4, 8], [1, 16]]
+        tiles = [[4, 32], [2, 32], [4, 16], [2, 16], [4, 8], [1, 16]]
         lane_options = widths
         blocks = [("none", "IJ"), ("none", "JI")] + [
             (kb, o) for kb in kblocks for o in ("IJK", "JIK", "JKI")
         ]
         packs = [True] if nt else [None]
     else:
-        tiles = [[1, 1]] + [[m, n] for m in (1, 2, 4) for n in (4, 8, 16)]
+        tiles = [[1, 1]] + [[m, n] for m in TILE_ROWS for n in TILE_COLS]
         lane_options = (1, *widths)
         blocks = [("none", "IJ"), ("none", "JI")] + [
             (kb, "".join(p)) for kb in kblocks for p in permutations("IJK")
@@ -231,12 +237,12 @@ def _worker(args: argparse.Namespace) -> None:
             contenders["torch"] = lambda spec=spec, tx=tx, ty=ty: torch.einsum(
                 spec, tx, ty
             )
-        _progress(f"{ein} threads={args.threads}: side by side, {args.rounds} rounds")
+        _progress(f"{ein} threads={args.threads}: side by side, {args.rounds} rounds of {args.block} calls")
         if sys.stderr.isatty():
             sys.stderr.write("\n")
-        timings = side_by_side(contenders, rounds=args.rounds, warmup=1)
+        timings = side_by_side(contenders, rounds=args.rounds, warmup=1, block=args.block)
         record = {
-            "ein": ein, "dims": args.dims, "threads": args.threads, "best": best, "best_label": _label(best),
+            "ein": ein, "dims": args.dims, "threads": args.threads, "block": args.block, "best": best, "best_label": _label(best),
             "best_launches": [s.name for s in best_host.steps if hasattr(s, "call")],
             "bits_equal": same, "rel_err_vs_numpy": err, "points": len(points),
             "refused": refused,
@@ -304,6 +310,12 @@ def main() -> None:
         default=15,
         help="rounds of the side-by-side timing (default 15)",
     )
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=5,
+        help="consecutive calls of a contender per round, the first not counted (default 5; 1: one call each, in turn)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the records to FILE")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -332,7 +344,7 @@ def main() -> None:
         )
 
     worker_args = ["--eins", ",".join(args.eins), "--space", args.space, "--screen", str(args.screen),
-                   "--rounds", str(args.rounds), *(f"--dim={n}={v}" for n, v in dims.items())]  # fmt: skip
+                   "--rounds", str(args.rounds), "--block", str(args.block), *(f"--dim={n}={v}" for n, v in dims.items())]  # fmt: skip
     records = run_per_thread_count(__file__, [int(t) for t in str(args.threads).split(",")], worker_args, report)
     print()
     print(

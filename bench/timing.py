@@ -36,22 +36,36 @@ def side_by_side(
     warmup: int = 3,
     progress: bool = True,
     clock: Callable[[], float] = time.perf_counter,
+    block: int = 1,
 ) -> dict[str, Timing]:
-    """Time each contender once per round, in turn, for `rounds` rounds after `warmup` calls each.
+    """Time each contender in turn, for `rounds` rounds after `warmup` calls each.
 
     `clock` is wall time by default; `time.thread_time` measures the CPU time
     of the calling thread only, which a busy machine (other processes taking
     turns on the cores) disturbs much less: for single-threaded runs.
+
+    With `block` > 1 a contender runs `block` consecutive calls in its turn
+    and the round's sample is the median of all but the first: its steady
+    state, as a caller that runs it in a loop sees it. A single call right
+    after another contender's measures a cold start too (a thread pool put
+    to sleep, caches holding the other's data), which costs torch's OpenMP
+    pool far more than presk's: the attention `ein`s ran twice as slow in
+    torch interleaved call by call as in a process of their own.
     """
+    if block < 1:
+        raise ValueError(f"block is a number of calls, at least 1, not {block}")
     for fn in contenders.values():
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for r in range(rounds):
         for name, fn in contenders.items():
-            start = clock()
-            fn()
-            samples[name].append(clock() - start)
+            calls = []
+            for _ in range(block):
+                start = clock()
+                fn()
+                calls.append(clock() - start)
+            samples[name].append(statistics.median(calls[1:] if block > 1 else calls))
         if progress and sys.stderr.isatty():
             done = (r + 1) * 30 // rounds
             sys.stderr.write(f"\r  [{'#' * done}{'.' * (30 - done)}] round {r + 1}/{rounds}")

@@ -9,7 +9,9 @@ and a layout the launch conditions refuse is refused with E7002, never run.
 The nests, each a program with `@prod` (the product alone) and `@prod_add`
 (the product read by one add, which the epilogue folds into its kernel):
 
-- `square`: a square dot x[i, k] · w[k, j], the bias b[j] added after it;
+- `square` (at the large shapes; at the small ones `wide`, I = 4, K = 16,
+  J = 32, where the widest tile [4, 32] divides): a dot x[i, k] · w[k, j],
+  the bias b[j] added after it;
 - `scores`: attention's scores ein q[b, h, s, d] · k[b, h, t, d] → [b, h, s, t]
   (NT: operand 1 carries K innermost), a mask m[s, t] added after it;
 - `values`: attention's values ein p[b, h, s, t] · v[b, h, t, d] → [b, h, s, d]
@@ -21,7 +23,7 @@ The nests, each a program with `@prod` (the product alone) and `@prod_add`
 The space of a nest (what the seed calls its points; the split and the
 epilogue are stated on top of a point, "like the split it stays as stated"):
 every form; for the tiled form every tile of the domain ([1, 1], or m_i in
-1, 2, 4 and n_j in 4, 8, 16), every k-block ("none", 32, 128) with every
+1, 2, 4 and n_j in 4, 8, 16, 32), every k-block ("none", 32, 128) with every
 order (IJ, JI; with a k-block the six permutations of IJK), every lanes
 value of the domain (1, 2, 4, 8, 16) and both packs; for the row-wise form
 every lanes value, and the row-wise form stating each value of the tiled
@@ -103,7 +105,7 @@ LARGE = os.environ.get("PRESK_LAYOUT_POINTS", "").strip().lower() == "large"
 TYPES = ("f64", "f32", "bf16")
 ARITH = {"f64": "f64", "f32": "f32", "bf16": "f32"}
 
-TILES: tuple[list[int], ...] = ([1, 1], *([m, n] for m in (1, 2, 4) for n in (4, 8, 16)))
+TILES: tuple[list[int], ...] = ([1, 1], *([m, n] for m in (1, 2, 4) for n in (4, 8, 16, 32)))
 KBLOCK_ORDERS: tuple[tuple[Any, str], ...] = (
     ("none", "IJ"), ("none", "JI"),
     *((size, "".join(p)) for size in (32, 128) for p in permutations("IJK")),
@@ -138,12 +140,13 @@ class Nest:
     is_dot: bool
 
 
-def square(n: int) -> Nest:
+def dot(name: str, i: int, k: int, j: int) -> Nest:
+    """x[i, k] · w[k, j], the bias b[j] added after it."""
     source = f"""
-!X = !psk_core.tensor<[i: {n}, k: {n}]>
-!W = !psk_core.tensor<[k: {n}, j: {n}]>
-!O = !psk_core.tensor<[i: {n}, j: {n}]>
-!B = !psk_core.tensor<[j: {n}]>
+!X = !psk_core.tensor<[i: {i}, k: {k}]>
+!W = !psk_core.tensor<[k: {k}, j: {j}]>
+!O = !psk_core.tensor<[i: {i}, j: {j}]>
+!B = !psk_core.tensor<[j: {j}]>
 func.func @prod(%x: !X, %w: !W) -> !O {{
   %0 = psk_core.dot %x, %w : !O
   func.return %0 : !O
@@ -154,7 +157,11 @@ func.func @prod_add(%x: !X, %w: !W, %b: !B) -> !O {{
   func.return %1 : !O
 }}
 """
-    return Nest("square", source, (), n, n, n, nt=False, is_dot=True)
+    return Nest(name, source, (), i, j, k, nt=False, is_dot=True)
+
+
+def square(n: int) -> Nest:
+    return dot("square", n, n, n)
 
 
 def scores(b: int, h: int, s: int, t: int, d: int) -> Nest:
@@ -217,8 +224,11 @@ if LARGE:
     NESTS = (square(128), scores(2, 4, 16, 32, 128), values(2, 4, 16, 128, 32), narrow(16, 128, 20))
 else:
     # Small, and chosen so that every value of every decision is accepted on some nest: m_i = 4 and
-    # n_j = 16 on `square`; k-blocks of 32 (two blocks) on `scores` and `values`, 128 on `narrow`.
-    NESTS = (square(16), scores(2, 2, 2, 8, 64), values(2, 2, 2, 64, 8), narrow(2, 128, 12))
+    # n_j = 32 (two registers of 16 f32 per row, the widest tile) on `wide`, a dot of I = 4, K = 16 and
+    # J = 32 in place of the large shapes' `square` (a square of 32 would put k-blocks of 32 in its
+    # space and take several times as long); k-blocks of 32 (two blocks) on `scores` and `values`,
+    # 128 on `narrow`.
+    NESTS = (dot("wide", 4, 16, 32), scores(2, 2, 2, 8, 64), values(2, 2, 2, 64, 8), narrow(2, 128, 12))
 
 
 # --------------------------------------------------------------------------

@@ -203,3 +203,35 @@ def test_vector_fma_is_the_scalar_fma_per_lane_on_hard_cases() -> None:
         for r in (NativeRunner(), KernelInterpreter().runner)
     ]
     assert len(set(outs)) == 1
+
+
+# --------------------------------------------------------------------------- the widest tile
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [{"tile": [4, 32]}, {"tile": [4, 32], "kblock": 32, "order": "JKI"}],
+    ids=["no-kblock", "kblock-32-JKI"],
+)
+@pytest.mark.parametrize("realization,lanes", [("f32", 16), ("f64", 8)])
+def test_the_widest_tile_gives_the_default_bits(realization: str, lanes: int, layout: dict[str, Any]) -> None:
+    """[4, 32]: two registers per row in f32 at 16 lanes, four in f64 at 8, on both executors.
+
+    An AVX-512 f32 FMA has 4 cycles of latency and 2 units, so a register
+    tile needs m_i·n_j/L ≥ 8 independent accumulators to keep both busy:
+    with L = 16 and m_i ≤ 4 that is n_j = 32. The k-block 32 in the order
+    JKI keeps the running sums in the output between blocks.
+    """
+    if lanes not in host_machine().lane_widths(realization):
+        pytest.skip(f"{lanes} lanes of {realization}: not a register width of this machine")
+    stated = {**layout, "lanes": lanes}
+    groups = 32 // lanes
+    for entry, extra in (("prod", {}), ("prod_add", {"epilogue": True})):
+        module = _lower(entry, realization, {**stated, **extra})
+        names = _ops(module)
+        assert "math.fma" not in names
+        assert names.count("vector.fma") == 4 * groups  # one per (row, group), once in the k loop
+        assert names.count("vector.store") == 4 * groups
+        default = _run(_lower(entry, realization, None), "kernel", entry)
+        assert _run(module, "native", entry) == default, f"{entry}: native differs from the default layout's bits"
+        assert _run(module, "kernel", entry) == default, f"{entry}: interpreter differs from the default layout's bits"
