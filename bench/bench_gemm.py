@@ -14,7 +14,8 @@ OpenBLAS reads its thread count when it is imported): `OPENBLAS_NUM_THREADS`,
    `--screen` calls (median). Every point keeps the split at the executor's
    default (every worker on the outermost loop, when it is parallel).
 2. Side by side: the default layout, the best swept point, numpy.matmul and
-   torch.matmul, timed in turn for `--rounds` rounds (`bench/timing.py`);
+   torch.matmul, timed in turn for `--rounds` rounds of `--block` calls each,
+   the first of each turn not counted (`bench/timing.py`);
    medians, GFLOP/s (2·N³ / time), best/default and best/peer ratios.
 
 The inputs are C-contiguous arrays of the dtype, made once; presk's host
@@ -154,7 +155,7 @@ def _worker(args: argparse.Namespace) -> None:
             if torch is not None:
                 ta, tb = torch.from_numpy(a), torch.from_numpy(b)
                 contenders["torch"] = lambda: torch.matmul(ta, tb)
-            timings = side_by_side(contenders, rounds=args.rounds, warmup=1)
+            timings = side_by_side(contenders, rounds=args.rounds, warmup=1, block=args.block)
             record = {
                 "dtype": dtype, "n": n, "threads": args.threads, "best": best, "best_label": _label(best),
                 "bits_equal": same, "points": len(points), "refused": refused,
@@ -191,6 +192,8 @@ def main() -> None:
     parser.add_argument("--space", choices=("quick", "full"), default="quick")
     parser.add_argument("--screen", type=int, default=3, help="timed calls per point in the sweep (default 3)")
     parser.add_argument("--rounds", type=int, default=9, help="rounds of the side-by-side timing (default 9)")
+    parser.add_argument("--block", type=int, default=3,
+                        help="consecutive calls of a contender per round, the first not counted (default 3)")
     parser.add_argument("--json", metavar="FILE", help="also write the records to FILE")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -209,7 +212,7 @@ def main() -> None:
         )
 
     worker_args = ["--sizes", ",".join(map(str, args.sizes)), "--dtypes", ",".join(args.dtypes), "--space", args.space,
-                   "--screen", str(args.screen), "--rounds", str(args.rounds)]  # fmt: skip
+                   "--screen", str(args.screen), "--rounds", str(args.rounds), "--block", str(args.block)]  # fmt: skip
     records = run_per_thread_count(__file__, [int(t) for t in str(args.threads).split(",")], worker_args, report)
     print()
     print(_table(records))

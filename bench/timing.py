@@ -38,7 +38,7 @@ def side_by_side(
     clock: Callable[[], float] = time.perf_counter,
     block: int = 1,
 ) -> dict[str, Timing]:
-    """Time each contender in turn, for `rounds` rounds after `warmup` calls each.
+    """Time each contender in turn, for `rounds` rounds after `warmup` calls each (round r starts at the r-th).
 
     `clock` is wall time by default; `time.thread_time` measures the CPU time
     of the calling thread only, which a busy machine (other processes taking
@@ -58,8 +58,11 @@ def side_by_side(
         for _ in range(warmup):
             fn()
     samples: dict[str, list[float]] = {name: [] for name in contenders}
+    names = list(contenders)
     for r in range(rounds):
-        for name, fn in contenders.items():
+        # Each round starts one contender later, so that none always follows the same one.
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            fn = contenders[name]
             calls = []
             for _ in range(block):
                 start = clock()
@@ -82,12 +85,16 @@ def side_by_side(
 def thread_env(threads: int) -> dict[str, str]:
     """The environment of a process whose every thread pool (OpenBLAS, OpenMP, MKL, presk) has `threads` threads.
 
-    OpenMP waits passively: spinning threads would hold the core the next
-    contender of the round needs.
+    Idle threads sleep at once: spinning ones would hold the core the next
+    contender needs. OpenMP waits passively, and OpenBLAS's threads spin
+    2⁴ cycles instead of 2²⁸ (`OPENBLAS_THREAD_TIMEOUT`, log₂ cycles,
+    clamped to [4, 30]): 2²⁸ is about 70 ms here, during which a numpy call
+    left one of the two cores busy for torch.einsum, timed next (11.9 ms
+    instead of 7.3 alone).
     """
     n = str(threads)
     return {**os.environ, "OPENBLAS_NUM_THREADS": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n,
-            "PRESK_THREADS": n, "OMP_WAIT_POLICY": "PASSIVE"}  # fmt: skip
+            "PRESK_THREADS": n, "OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}  # fmt: skip
 
 
 def run_per_thread_count(

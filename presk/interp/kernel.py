@@ -277,6 +277,7 @@ _SUPPORTED: tuple[type[Operation], ...] = (
     arith.MuliOp, arith.AddiOp, math.FmaOp, math.SqrtOp, math.ExpOp, math.LogOp, math.TanhOp, math.ErfOp,
     memref.LoadOp, memref.StoreOp, scf.ForOp, scf.YieldOp,
     vector.LoadOp, vector.StoreOp, vector.BroadcastOp, vector.FMAOp, vector.ExtractOp, vector.InsertOp,
+    vector.ShuffleOp,
 )  # fmt: skip
 
 _STORES = (memref.StoreOp, vector.StoreOp)
@@ -774,6 +775,11 @@ class KernelFunctions(InterpreterFunctions):
         value = np.array(np.broadcast_to(dest, shape))
         value[..., lane] = np.broadcast_to(source, shape)[..., lane]
         return self._typed(op, value)
+
+    @impl(vector.ShuffleOp)
+    def run_vector_shuffle(self, interp: Interpreter, op: vector.ShuffleOp, args: PythonValues) -> PythonValues:
+        a, b = np.broadcast_arrays(self._vector(args[0]), self._vector(args[1]))
+        return self._typed(op, np.concatenate([a, b], axis=-1)[..., list(op.mask.get_values())])
 
     # -- loops -------------------------------------------------------------------
 

@@ -12,9 +12,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from xdsl.dialects import arith, math, memref, scf
+from xdsl.dialects import arith, math, memref, scf, vector
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    DenseArrayBase,
     Float32Type,
     Float64Type,
     FloatAttr,
@@ -22,6 +23,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     UnitAttr,
+    VectorType,
     i1,
     i64,
 )
@@ -104,6 +106,19 @@ class KernelBuilder:
 
     def store(self, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
         self.add(memref.StoreOp.get(value, buffer, list(indices)))
+
+    def vector_load(self, buffer: SSAValue, indices: Sequence[SSAValue], lanes: int) -> SSAValue:
+        """`lanes` consecutive elements along the buffer's last axis, from `indices` on."""
+        assert isinstance(buffer.type, MemRefType)
+        return self.add(vector.LoadOp(buffer, list(indices), VectorType(buffer.type.element_type, [lanes])))
+
+    def vector_store(self, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
+        self.add(vector.StoreOp(value, buffer, list(indices)))
+
+    def shuffle(self, a: SSAValue, b: SSAValue, mask: Sequence[int]) -> SSAValue:
+        """Lanes of a then b (numbered 0 … 2L − 1), picked by `mask`: data moved, no arithmetic."""
+        mask_attr = DenseArrayBase.from_list(i64, list(mask))
+        return self.add(vector.ShuffleOp(a, b, mask_attr, result_type=a.type))
 
     def convert(self, value: SSAValue, to: Attribute) -> SSAValue:
         """Between float types: `extf` widens exactly, `truncf` rounds to nearest even."""

@@ -7,6 +7,7 @@ everything else is left to LLVM's vectorisers.
 
 from __future__ import annotations
 
+from llvmlite import ir
 from xdsl.dialects.builtin import MemRefType, VectorType
 from xdsl.ir import Operation
 
@@ -19,7 +20,7 @@ __all__ = ["VectorOps"]
 
 
 class VectorOps(MemoryAccess):
-    """`vector.broadcast`, `vector.load`, `vector.store`, `vector.fma`, `vector.extract`, `vector.insert`."""
+    """`vector.broadcast`, `vector.load`, `vector.store`, `vector.fma`, `vector.extract`, `vector.insert`, `vector.shuffle`."""
 
     def vector_op(self, op: Operation) -> None:
         """The `vector` ops of `psk-vectorize` (one-dimensional vectors of lanes).
@@ -62,5 +63,9 @@ class VectorOps(MemoryAccess):
             else:
                 source, dest = (self.value(v) for v in op.operands)
                 self.values[op.results[0]] = b.insert_element(dest, source, lane)
+        elif name == "vector.shuffle":
+            mask = op.properties["mask"].get_values()  # type: ignore[attr-defined]
+            a, c = (self.value(v) for v in op.operands)
+            self.values[op.results[0]] = b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, len(mask)), list(mask)))
         else:
             raise fail(self.kernel, f"cannot translate '{name}' (not in the PSK-Kernel subset)")
