@@ -23,7 +23,8 @@ program reuses its output buffer, numpy and torch allocate theirs.
 
 `--space quick` (default) sweeps tiles [4, 32], [2, 32], [4, 16], [2, 16],
 [4, 8], [1, 16] with the register widths of this machine that divide n_j
-(vector code), no k-block (IJ, JI) and a k-block of 128 (IJK, JIK, JKI);
+(vector code), no k-block (IJ, JI) and a k-block of 128 (IJK, JIK, JKI, KIJ,
+KJI: with K outermost a k-block of operand 1 stays in L2 across the rows);
 `--space full` every point of the domain (tile [1, 1] or m_i ∈ {1, 2, 4} ×
 n_j ∈ {4, 8, 16, 32}, k-block none/32/128 with every order, every lane
 count of this machine). n_j = 32 is two registers of 16 f32 per row: an
@@ -53,7 +54,7 @@ from timing import run_per_thread_count
 def _space(kind: str, dtype: str, widths: tuple[int, ...]) -> list[dict[str, Any]]:
     if kind == "quick":
         tiles = [[4, 32], [2, 32], [4, 16], [2, 16], [4, 8], [1, 16]]
-        blocks = [("none", "IJ"), ("none", "JI"), (128, "IJK"), (128, "JIK"), (128, "JKI")]
+        blocks = [("none", "IJ"), ("none", "JI")] + [(128, order) for order in ("IJK", "JIK", "JKI", "KIJ", "KJI")]
     else:
         tiles = [[1, 1]] + [[m, n] for m in (1, 2, 4) for n in (4, 8, 16, 32)]
         blocks = [("none", "IJ"), ("none", "JI")] + [(kb, "".join(p)) for kb in (32, 128) for p in permutations("IJK")]

@@ -60,11 +60,11 @@ from presk.lowering.kernel_builder import KernelBuilder
 from presk.lowering.nests import Operand, Scalar, accumulate
 
 LANES = "psk_kernel.lanes"
+"""Integer attribute of the loop over a tile's columns: the vector width the layout states."""
 
 PACK_LANES: dict[type, int] = {Float32Type: 16, Float64Type: 8}
 """The block of a pack's register transpose per element type: one 512-bit register per row (LLVM
 splits a vector wider than the machine's registers, so any x86-64 runs it)."""
-"""Integer attribute of the loop over a tile's columns: the vector width the layout states."""
 
 
 @dataclass(frozen=True)
@@ -321,8 +321,7 @@ def _emit_transposed_blocks(kb: KernelBuilder, source: SSAValue, panel: SSAValue
         rows = [kb.vector_load(source, [*ivs, kb.offset(j0, 1, i), k0], lanes) for i in range(lanes)]
         h = lanes // 2
         while h:
-            low = [c * 2 * h + off if off < h else lanes + c * 2 * h + off - h for c in range(lanes // (2 * h)) for off in range(2 * h)]
-            high = [c * 2 * h + h + off if off < h else lanes + c * 2 * h + off for c in range(lanes // (2 * h)) for off in range(2 * h)]
+            low, high = _exchange_masks(lanes, h)
             for i in range(lanes):
                 if i % (2 * h) < h:
                     a, b = rows[i], rows[i + h]
@@ -330,3 +329,13 @@ def _emit_transposed_blocks(kb: KernelBuilder, source: SSAValue, panel: SSAValue
             h //= 2
         for i, row in enumerate(rows):
             kb.vector_store(row, panel, [*ivs, kb.offset(k0, 1, i), j0])
+
+
+def _exchange_masks(lanes: int, h: int) -> tuple[list[int], list[int]]:
+    """Shuffle masks of rows a (upper) and b (lower) of a round: per 2h-column chunk c, the new a takes
+    the first halves [a_c, b_c] and the new b the second ones (lanes of b numbered from `lanes`)."""
+    low, high = [], []
+    for c in range(0, lanes, 2 * h):
+        low += [*range(c, c + h), *range(lanes + c, lanes + c + h)]
+        high += [*range(c + h, c + 2 * h), *range(lanes + c + h, lanes + c + 2 * h)]
+    return low, high

@@ -1,4 +1,4 @@
-"""The `vector` ops that `psk-vectorize` emits: vector code written in the kernel.
+"""The `vector` ops that `psk-vectorize` and the pack's copy emit: vector code written in the kernel.
 
 The other vector code here comes from loops this translation vectorises
 itself (`presk.lowering.llvm.running_sums`, `presk.lowering.llvm.streaming_stores`);
@@ -23,7 +23,7 @@ class VectorOps(MemoryAccess):
     """`vector.broadcast`, `vector.load`, `vector.store`, `vector.fma`, `vector.extract`, `vector.insert`, `vector.shuffle`."""
 
     def vector_op(self, op: Operation) -> None:
-        """The `vector` ops of `psk-vectorize` (one-dimensional vectors of lanes).
+        """The `vector` ops of `psk-vectorize` and the pack's transpose (one-dimensional vectors of lanes).
 
         Loads and stores are of consecutive elements along a buffer's last
         axis, aligned to the element (like the scalar accesses); `vector.fma`
