@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from presk.cost.machine import CACHE_LINE
 from presk.diagnostics import PreskError
 
 
@@ -36,6 +37,20 @@ class BufferSpec:
 
     def describe(self) -> str:
         return f"shape {self.shape} {_dtype_text(self.dtype)}"
+
+
+def empty_aligned(shape: Sequence[int], dtype: np.dtype | type) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on a cache line.
+
+    numpy aligns large arrays to 16 bytes only; a kernel storing whole lines
+    around the caches (non-temporal stores need 64-byte alignment) would
+    then fall back to plain stores for every line of a host buffer.
+    """
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count * dtype.itemsize + CACHE_LINE, dtype=np.uint8)
+    start = -raw.ctypes.data % CACHE_LINE
+    return raw[start : start + count * dtype.itemsize].view(dtype).reshape(tuple(shape))
 
 
 def _dtype_text(dtype: np.dtype) -> str:

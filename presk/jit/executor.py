@@ -28,6 +28,7 @@ from xdsl.ir import SSAValue
 from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as kernel
 from presk.interp.kernel import dtype_of
+from presk.jit.buffers import empty_aligned
 
 KernelCall = Callable[[Sequence[np.ndarray]], None]
 Runner = Callable[[kernel.KernelOp], KernelCall]
@@ -152,7 +153,7 @@ class HostProgram:
                 self._taken.add(id(array))
                 hint[0] = at
                 return array
-        array = np.empty(step.shape, dtype=step.dtype)
+        array = empty_aligned(step.shape, step.dtype)
         hint[0] = len(pool)
         pool.append(array)
         self._taken.add(id(array))

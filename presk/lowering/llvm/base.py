@@ -48,6 +48,8 @@ class TranslatorBase:
         """Stores of whole aligned lines that bypass the caches (`streaming`)."""
         self.kernel_bytes = sum(buffer_bytes(t) for t in kernel.buffers)
         self.fenced = False
+        self.loaded_buffers: frozenset[SSAValue] | None = None
+        """The buffers some load of the kernel reads (`VectorOps.streams_lines`), found on first use."""
         self.prefetching = False
 
     def op(self, op: Operation) -> None:
