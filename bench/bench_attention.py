@@ -242,7 +242,8 @@ def _worker(args: argparse.Namespace) -> None:
             sys.stderr.write("\n")
         timings = side_by_side(contenders, rounds=args.rounds, warmup=1, block=args.block)
         record = {
-            "ein": ein, "dims": args.dims, "threads": args.threads, "block": args.block, "best": best, "best_label": _label(best),
+            "ein": ein, "dims": args.dims, "threads": args.threads, "block": args.block,
+            "best": best, "best_label": _label(best),
             "best_launches": [s.name for s in best_host.steps if hasattr(s, "call")],
             "bits_equal": same, "rel_err_vs_numpy": err, "points": len(points),
             "refused": refused,
@@ -344,7 +345,8 @@ def main() -> None:
         )
 
     worker_args = ["--eins", ",".join(args.eins), "--space", args.space, "--screen", str(args.screen),
-                   "--rounds", str(args.rounds), "--block", str(args.block), *(f"--dim={n}={v}" for n, v in dims.items())]  # fmt: skip
+                   "--rounds", str(args.rounds), "--block", str(args.block),
+                   *(f"--dim={n}={v}" for n, v in dims.items())]  # fmt: skip
     records = run_per_thread_count(__file__, [int(t) for t in str(args.threads).split(",")], worker_args, report)
     print()
     print(

@@ -20,10 +20,10 @@ import llvmlite.binding as llvm
 from presk.diagnostics import PreskError
 
 THREADS_ENV = "PRESK_THREADS"
+"""Overrides the number of workers a split runs on (default: the usable cores)."""
 
 CACHE_LINE = 64
 """Bytes of a cache line on x86-64: the unit a non-temporal store writes whole, and its alignment."""
-"""Overrides the number of workers a split runs on (default: the usable cores)."""
 
 _ELEMENT_BITS: dict[str, int] = {"f64": 64, "f32": 32}
 _SCALAR_ONLY = frozenset({"bf16"})

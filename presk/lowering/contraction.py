@@ -304,7 +304,7 @@ def emit_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue, order: Seque
 
 
 def _emit_transposed_blocks(kb: KernelBuilder, source: SSAValue, panel: SSAValue, lanes: int) -> None:
-    """panel[..., k, j] = source[..., j, k] by L×L blocks: L vector loads along K, a register transpose, L stores along J.
+    """panel[..., k, j] = source[..., j, k] by L×L blocks: L loads along K, a register transpose, L stores along J.
 
     Element by element, the copy reads along K and writes along J, one of
     them L apart; LLVM vectorised it with scatters (one store per lane) and

@@ -49,7 +49,9 @@ def random_bits(shape: list[int], dtype: type, view: type) -> np.ndarray:
     [([2, 32, 48], True), ([3, 16, 16], True), ([2, 20, 12], False), ([2, 16, 24], None)],
     ids=["blocks", "one-block", "odd-sizes", "k-not-a-multiple-of-16"],
 )
-def test_the_panel_is_the_transposed_source_on_both_executors(name: str, shape: list[int], blocked: bool | None) -> None:
+def test_the_panel_is_the_transposed_source_on_both_executors(
+    name: str, shape: list[int], blocked: bool | None
+) -> None:
     element, dtype, view = TYPES[name]
     lanes = PACK_LANES[type(element)]
     if blocked is None:  # [2, 16, 24]: K = 24 divides by f64's 8 but not by f32's 16

@@ -12,17 +12,17 @@ from xdsl.dialects.builtin import MemRefType, VectorType
 from xdsl.ir import Operation, SSAValue
 
 from presk.cost.machine import CACHE_LINE
+from presk.lowering.llvm import streaming_stores
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I32, I64, element_size, llvm_type
 from presk.lowering.llvm.memory import MemoryAccess
-from presk.lowering.llvm import streaming_stores
 from presk.lowering.llvm.target import intrinsic
 
 __all__ = ["VectorOps"]
 
 
 class VectorOps(MemoryAccess):
-    """`vector.broadcast`, `vector.load`, `vector.store`, `vector.fma`, `vector.extract`, `vector.insert`, `vector.shuffle`."""
+    """`vector.broadcast`, `.load`, `.store`, `.fma`, `.extract`, `.insert` and `.shuffle`."""
 
     def vector_op(self, op: Operation) -> None:
         """The `vector` ops of `psk-vectorize` and the pack's transpose (one-dimensional vectors of lanes).
@@ -89,7 +89,8 @@ class VectorOps(MemoryAccess):
         value, buffer = op.operands[0], op.operands[1]
         t = value.type
         assert isinstance(t, VectorType) and isinstance(buffer.type, MemRefType)
-        if not self.assume_disjoint or self.kernel_bytes <= streaming_stores.STREAMING_BYTES or self.machine.vector_bits < 512:
+        big = self.kernel_bytes > streaming_stores.STREAMING_BYTES
+        if not (self.assume_disjoint and big and self.machine.vector_bits >= 512):
             return False
         if t.get_shape()[0] * element_size(buffer.type.element_type) != CACHE_LINE:
             return False

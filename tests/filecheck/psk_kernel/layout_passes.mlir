@@ -47,7 +47,8 @@
 // EPILOGUE-NEXT: psk_kernel.return %3
 
 // psk-pack: a copy kernel writes k as a panel [batch, heads, hd, seq2], launched first; the contract reads it as NN.
-// The copy goes by 16 x 16 blocks: 16 rows of k loaded along hd, transposed by 4 rounds of 16 shuffles, 16 rows stored along seq2.
+// The copy goes by 16 x 16 blocks: 16 rows of k loaded along hd, transposed by 4 rounds of 16 shuffles,
+// 16 rows stored along seq2.
 // PACKED:      psk_kernel.kernel @pack(%0: memref<2x2x16x16xf32>, %1: memref<2x2x16x16xf32>) "masked_scores/%0" {
 // PACKED-COUNT-16: vector.load %0[{{.*}}] : memref<2x2x16x16xf32>, vector<16xf32>
 // PACKED-COUNT-64: vector.shuffle
