@@ -10,9 +10,16 @@ they decide only whether a kernel is worth splitting, so they are coarse:
 | `arith.constant`, `arith.index_cast`, `scf.yield`, `scf.for` itself | 0 | no instruction (or loop overhead, amortised) |
 | `memref.load`, `memref.store` | 1 | one memory access |
 | other `arith` ops (add, sub, mul, neg, maximum, cmp, select, ext, trunc, index arithmetic) | 1 | one simple instruction (bf16 rounding is a few integer ones, still cheap) |
-| `math.fma` | 2 | two flops, the usual count for contractions |
+| `math.fma`, `vector.fma` | 2 | two flops, the usual count for contractions |
 | `arith.divf`, `math.sqrt` | 4 | long-latency units |
 | `math.exp`, `math.log`, `math.tanh`, `math.erf` | 20 | presk's inline polynomials: 15 to 30 operations each |
+
+A `vector` operation counts once per lane (`vector.fma` of 16 lanes: 16
+fmas, a `vector.load` of 16: 16 accesses), so that vector code weighs what
+the scalar code it stands for does: the attention pack's register
+transpose (16 loads, 64 shuffles and 16 stores per 256 elements) counted
+3.3 million operations one per instruction, below the threshold, and ran
+its 6.3 million elements on one thread.
 
 `default_split` is the executor's default: a kernel with a split loop (an
 outermost parallel loop, `presk.lowering.kernel_to_llvm.split_loop`) and
@@ -26,8 +33,8 @@ split) overrides the default.
 from __future__ import annotations
 
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import IntegerAttr
-from xdsl.ir import Block
+from xdsl.dialects.builtin import IntegerAttr, VectorType
+from xdsl.ir import Block, Operation
 
 from presk.cost.machine import Machine
 from presk.dialects.psk_kernel import WORKERS, KernelOp
@@ -46,6 +53,7 @@ OPERATION_WEIGHTS: dict[str, int] = {
     "memref.load": 1,
     "memref.store": 1,
     "math.fma": 2,
+    "vector.fma": 2,
     "arith.divf": 4,
     "math.sqrt": 4,
     "math.exp": 20,
@@ -57,10 +65,18 @@ DEFAULT_WEIGHT = 1
 """Any other operation (the rest of `arith`)."""
 
 
+def _lanes(op: Operation) -> int:
+    """Elements an operation works on: a vector's lanes (its result's, or the stored value's), else 1."""
+    for value in (*op.results, *op.operands[:1]):
+        if isinstance(value.type, VectorType):
+            return value.type.get_shape()[0]
+    return 1
+
+
 def _block_operations(block: Block) -> int:
     total = 0
     for op in block.ops:
-        total += OPERATION_WEIGHTS.get(op.name, DEFAULT_WEIGHT)
+        total += OPERATION_WEIGHTS.get(op.name, DEFAULT_WEIGHT) * _lanes(op)
         if isinstance(op, scf.ForOp):
             count = trip_count(op)
             # A loop with non-constant bounds does not occur in PSK-Kernel; count it once.

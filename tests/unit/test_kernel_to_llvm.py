@@ -508,6 +508,24 @@ psk_kernel.kernel @big(%a: memref<1024x1024xf32>, %b: memref<1024xf32>, %out: me
     assert default_split(_with_workers(small, 4), machine) == 4
 
 
+def test_vector_operations_weigh_per_lane() -> None:
+    """A vector op counts once per lane: the vector kernel weighs what its scalar form does."""
+    vector = parse_kernel("""
+psk_kernel.kernel @v(%a: memref<64x16xf32>, %out: memref<64x16xf32>) "test/%0" {
+  %c0 = arith.constant 0 : index
+  %n = arith.constant 64 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %x = vector.load %a[%i, %c0] : memref<64x16xf32>, vector<16xf32>
+    %f = vector.fma %x, %x, %x : vector<16xf32>
+    %s = vector.shuffle %f, %x [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23] : vector<16xf32>, vector<16xf32>
+    vector.store %s, %out[%i, %c0] : memref<64x16xf32>, vector<16xf32>
+  } {psk_kernel.parallel}
+}""")
+    # per row, 16 lanes each: load 1 + fma 2 + shuffle 1 + store 1
+    assert weighted_operations(vector) == 64 * 16 * (1 + 2 + 1 + 1)
+
+
 def test_default_split_runs_big_kernels_on_the_pool(runner: NativeRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRESK_THREADS", "2")
     kernel = map_kernel(1 << 20, "f32", "f32", "    %r = math.tanh %av : f32")  # 22 Mi weighted operations
