@@ -52,12 +52,13 @@ import sys
 import time
 from itertools import permutations
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import run_per_thread_count
+from timing import positive_int, run_per_thread_count
 
 from presk.dialects.psk_realize_layout import TILE_COLS, TILE_ROWS
 
@@ -144,11 +145,10 @@ def _progress(text: str) -> None:
 def _worker(args: argparse.Namespace) -> None:
     """One thread count: per ein, sweep, then the side-by-side timing; one JSON line per ein."""
     import numpy as np
-    from timing import side_by_side
+    from timing import side_by_side, sweep
 
     from presk import sizes
     from presk.cost.machine import host_machine
-    from presk.diagnostics import PreskError
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram
@@ -192,32 +192,22 @@ def _worker(args: argparse.Namespace) -> None:
             )
 
         points = _space(args.space, ein, k, args.threads, machine.lane_widths("f32"))
-        swept: list[tuple[float, dict[str, Any]]] = []
-        refused: dict[str, int] = {}
         start = time.perf_counter()
-        for p, layout in enumerate(points):
+
+        def progress(p: int, seconds: float, ein: str = ein, total: int = len(points)) -> None:
             if p % 25 == 0 or sys.stderr.isatty():
-                _progress(
-                    f"{ein} threads={args.threads}: sweep {p + 1}/{len(points)} ({time.perf_counter() - start:.0f} s)"
-                )
-            try:
-                host = program(layout)
-            except PreskError as error:
-                refused[error.code] = refused.get(error.code, 0) + 1
-                continue
-            host([x, y])
-            times = []
-            for _ in range(args.screen):
-                t0 = time.perf_counter()
-                host([x, y])
-                times.append(time.perf_counter() - t0)
-            swept.append((sorted(times)[len(times) // 2], layout))
+                _progress(f"{ein} threads={args.threads}: sweep {p + 1}/{total} ({seconds:.0f} s)")
+
+        def call(layout: dict[str, Any], x: Any = x, y: Any = y) -> Callable[[], object]:
+            host = program(layout)
+            return lambda: host([x, y])
+
+        swept, refused = sweep(points, call, args.screen, progress)
         _progress(
             f"{ein} threads={args.threads}: swept {len(points)} points in {time.perf_counter() - start:.0f} s"
         )
         if sys.stderr.isatty():
             sys.stderr.write("\n")
-        swept.sort(key=lambda s: s[0])
         best = swept[0][1]
         default_host, best_host = program(None), program(best)
         # The bits: the best point computes the default's.
@@ -301,19 +291,19 @@ def main() -> None:
     parser.add_argument("--space", choices=("quick", "full"), default="quick")
     parser.add_argument(
         "--screen",
-        type=int,
+        type=positive_int,
         default=3,
         help="timed calls per point in the sweep (default 3)",
     )
     parser.add_argument(
         "--rounds",
-        type=int,
+        type=positive_int,
         default=15,
         help="rounds of the side-by-side timing (default 15)",
     )
     parser.add_argument(
         "--block",
-        type=int,
+        type=positive_int,
         default=5,
         help="consecutive calls of a contender per round, the first not counted (default 5; 1: one call each, in turn)",
     )

@@ -40,15 +40,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from itertools import permutations
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import run_per_thread_count
+from timing import positive_int, run_per_thread_count
 
 
 def _space(kind: str, dtype: str, widths: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -80,11 +80,10 @@ def _label(layout: dict[str, Any] | None) -> str:
 def _worker(args: argparse.Namespace) -> None:
     """One thread count: sweep, then the side-by-side table, one JSON line per (dtype, size)."""
     import numpy as np
-    from timing import side_by_side
+    from timing import side_by_side, sweep
 
     from presk import sizes
     from presk.cost.machine import host_machine
-    from presk.diagnostics import PreskError
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram
@@ -119,31 +118,20 @@ def _worker(args: argparse.Namespace) -> None:
                 return HostProgram(lower(parsed.module, "gemm", env, parse_plan(plan, "bench_gemm")), runner)
 
             points = _space(args.space, dtype, machine.lane_widths(dtype))
-            swept: list[tuple[float, dict[str, Any]]] = []
-            refused = 0
-            start = time.perf_counter()
-            for p, layout in enumerate(points):
+
+            def progress(p: int, seconds: float, dtype: str = dtype, n: int = n, total: int = len(points)) -> None:
                 if sys.stderr.isatty():
-                    sys.stderr.write(
-                        f"\r{dtype} N={n} threads={args.threads}: sweep {p + 1}/{len(points)} "
-                        f"({time.perf_counter() - start:.0f} s)   "
-                    )
+                    sys.stderr.write(f"\r{dtype} N={n} threads={args.threads}: sweep {p + 1}/{total} ({seconds:.0f} s)   ")
                     sys.stderr.flush()
-                try:
-                    host = program(layout)
-                except PreskError:
-                    refused += 1
-                    continue
-                host([a, b])
-                times = []
-                for _ in range(args.screen):
-                    t0 = time.perf_counter()
-                    host([a, b])
-                    times.append(time.perf_counter() - t0)
-                swept.append((sorted(times)[len(times) // 2], layout))
+
+            def call(layout: dict[str, Any]) -> Callable[[], object]:
+                host = program(layout)
+                return lambda: host([a, b])
+
+            swept, refusals = sweep(points, call, args.screen, progress)
+            refused = sum(refusals.values())
             if sys.stderr.isatty():
                 sys.stderr.write("\r" + " " * 70 + "\r")
-            swept.sort(key=lambda x: x[0])
             best = swept[0][1]
             default_host, best_host = program(None), program(best)
             # The bits: the best point computes the default's.
@@ -191,9 +179,10 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--dtypes", default="f32,f64", help="f32, f64 or both (default f32,f64)")
     parser.add_argument("--space", choices=("quick", "full"), default="quick")
-    parser.add_argument("--screen", type=int, default=3, help="timed calls per point in the sweep (default 3)")
-    parser.add_argument("--rounds", type=int, default=9, help="rounds of the side-by-side timing (default 9)")
-    parser.add_argument("--block", type=int, default=3,
+    parser.add_argument("--screen", type=positive_int, default=3,
+                        help="timed calls per point in the sweep (default 3)")
+    parser.add_argument("--rounds", type=positive_int, default=9, help="rounds of the side-by-side timing (default 9)")
+    parser.add_argument("--block", type=positive_int, default=3,
                         help="consecutive calls of a contender per round, the first not counted (default 3)")
     parser.add_argument("--json", metavar="FILE", help="also write the records to FILE")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

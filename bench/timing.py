@@ -15,7 +15,9 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+Point = TypeVar("Point")
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,56 @@ def side_by_side(
         q = statistics.quantiles(xs, n=4) if len(xs) >= 4 else [min(xs), 0, max(xs)]
         out[name] = Timing(name, statistics.median(xs), (q[0], q[2]), len(xs))
     return out
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a count of calls or rounds, at least 1 (a clear usage error otherwise)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def sweep(
+    points: Sequence[Point],
+    build: Callable[[Point], Callable[[], object]],
+    screen: int,
+    progress: Callable[[int, float], None] | None = None,
+) -> tuple[list[tuple[float, Point]], dict[str, int]]:
+    """Each point built and timed: (median seconds of `screen` calls, point), fastest first, and the refusals.
+
+    A point `build` refuses with a `PreskError` (a layout the checks reject,
+    E7002) is counted under its code and skipped; every other point is run
+    once to warm up (compilation) before its timed calls. `progress` is told
+    the index of each point and the seconds since the sweep began.
+    """
+    from presk.diagnostics import PreskError
+
+    timed: list[tuple[float, Point]] = []
+    refused: dict[str, int] = {}
+    start = time.perf_counter()
+    for index, point in enumerate(points):
+        if progress is not None:
+            progress(index, time.perf_counter() - start)
+        try:
+            call = build(point)
+        except PreskError as error:
+            refused[error.code] = refused.get(error.code, 0) + 1
+            continue
+        call()
+        times = []
+        for _ in range(screen):
+            t0 = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t0)
+        timed.append((sorted(times)[len(times) // 2], point))
+    timed.sort(key=lambda entry: entry[0])
+    return timed, refused
 
 
 def thread_env(threads: int) -> dict[str, str]:

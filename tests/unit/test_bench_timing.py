@@ -1,0 +1,58 @@
+"""The benchmarks' timing helpers (`bench/timing.py`): argument checks, the layout sweep, turns of calls."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from timing import positive_int, side_by_side, sweep  # noqa: E402
+
+from presk.diagnostics import PreskError  # noqa: E402
+
+
+@pytest.mark.parametrize("text,message", [("0", "at least 1"), ("-3", "at least 1"), ("x", "a whole number")])
+def test_counts_below_one_are_usage_errors(text: str, message: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=message):
+        positive_int(text)
+    assert positive_int("7") == 7
+
+
+def test_a_bench_script_refuses_a_zero_block_without_a_traceback() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_gemm.py"), "--block", "0"], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "argument --block: expected at least 1, got 0" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_sweep_counts_refusals_by_code_and_sorts_fastest_first() -> None:
+    calls: list[str] = []
+
+    def build(point: str) -> object:
+        if point.startswith("bad"):
+            raise PreskError("E7002", f"refused {point}")
+        return lambda: calls.append(point)
+
+    timed, refused = sweep(["a", "bad1", "b", "bad2"], build, screen=3)
+    assert refused == {"E7002": 2}
+    assert sorted(point for _, point in timed) == ["a", "b"]
+    assert [t for t, _ in timed] == sorted(t for t, _ in timed)
+    assert calls.count("a") == calls.count("b") == 1 + 3  # one warm-up call, then the screen
+
+
+def test_turns_rotate_and_count_all_but_the_first_call() -> None:
+    order: list[str] = []
+    contenders = {name: (lambda name=name: order.append(name)) for name in "xyz"}
+    timings = side_by_side(contenders, rounds=3, warmup=0, progress=False, block=2)
+    assert order == ["x", "x", "y", "y", "z", "z", "y", "y", "z", "z", "x", "x", "z", "z", "x", "x", "y", "y"]
+    assert all(t.rounds == 3 for t in timings.values())
+    with pytest.raises(ValueError, match="at least 1"):
+        side_by_side(contenders, block=0)
