@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, math, memref, scf, vector
 from xdsl.dialects.builtin import (
+    AnyFloat,
     BFloat16Type,
     DenseArrayBase,
     Float32Type,
@@ -38,16 +39,6 @@ INDEX_ELEMENT = i64
 
 def float_type(name: str) -> Attribute:
     return FLOAT_TYPES[name]
-
-
-def bitwidth(t: Attribute) -> int:
-    if isinstance(t, Float64Type):
-        return 64
-    if isinstance(t, Float32Type):
-        return 32
-    if isinstance(t, BFloat16Type):
-        return 16
-    raise ValueError(f"not a float type: {t}")
 
 
 @dataclass
@@ -124,7 +115,8 @@ class KernelBuilder:
         """Between float types: `extf` widens exactly, `truncf` rounds to nearest even."""
         if value.type == to:
             return value
-        if bitwidth(value.type) < bitwidth(to):
+        assert isinstance(value.type, AnyFloat) and isinstance(to, AnyFloat), (value.type, to)
+        if value.type.bitwidth < to.bitwidth:
             return self.add(arith.ExtFOp(value, to))
         return self.add(arith.TruncFOp(value, to))
 
