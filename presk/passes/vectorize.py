@@ -77,6 +77,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
+from xdsl.transforms.dead_code_elimination import dce
 
 from presk.cost.machine import Machine, host_machine
 from presk.ir.locations import error_at
@@ -573,27 +574,6 @@ class VectorizeTileStores(RewritePattern):
             rewriter.erase(s)
 
 
-# --------------------------------------------------------------------------- clean-up
-
-_PURE = (
-    arith.ConstantOp, arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.ExtFOp, arith.TruncFOp, arith.SelectOp,
-    arith.AddiOp, arith.MuliOp, arith.CmpiOp, math.FmaOp, memref.LoadOp, vector.ExtractOp, vector.BroadcastOp,
-    vector.LoadOp, vector.InsertOp,
-)  # fmt: skip
-
-
-def erase_dead(root: Operation) -> None:
-    """Pure ops whose results nobody reads, until none is left."""
-    changed = True
-    while changed:
-        changed = False
-        for op in reversed(list(root.walk())):
-            if isinstance(op, _PURE) and not any(r.uses.get_length() for r in op.results):
-                op.detach()
-                op.erase()
-                changed = True
-
-
 @dataclass(frozen=True)
 class VectorizeContractions(ModulePass):
     """`psk-vectorize`: explicit vector code for the register tiles of contractions that state lanes."""
@@ -611,4 +591,4 @@ class VectorizeContractions(ModulePass):
         if not sums.rewrite_module(op):
             return
         PatternRewriteWalker(GreedyRewritePatternApplier([VectorizeTileStores()])).rewrite_module(op)
-        erase_dead(op)
+        dce(op)  # the scalar loads, fmas and constants the vectors replaced
