@@ -145,7 +145,7 @@ def _progress(text: str) -> None:
 def _worker(args: argparse.Namespace) -> None:
     """One thread count: per ein, sweep, then the side-by-side timing; one JSON line per ein."""
     import numpy as np
-    from timing import side_by_side, sweep
+    from timing import side_by_side, sweep, torch_or_none
 
     from presk import sizes
     from presk.cost.machine import host_machine
@@ -156,12 +156,7 @@ def _worker(args: argparse.Namespace) -> None:
     from presk.lowering.compile import lower
     from presk.plans import parse_plan
 
-    try:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    except ImportError:  # pragma: no cover
-        torch = None
+    torch = torch_or_none(args.threads)
 
     path = ROOT / "bench" / "programs" / "attention_eins.mlir"
     parsed = parse_module(presk_context(), path.read_text(), str(path))

@@ -80,7 +80,7 @@ def _label(layout: dict[str, Any] | None) -> str:
 def _worker(args: argparse.Namespace) -> None:
     """One thread count: sweep, then the side-by-side table, one JSON line per (dtype, size)."""
     import numpy as np
-    from timing import side_by_side, sweep
+    from timing import side_by_side, sweep, torch_or_none
 
     from presk import sizes
     from presk.cost.machine import host_machine
@@ -91,12 +91,7 @@ def _worker(args: argparse.Namespace) -> None:
     from presk.lowering.compile import lower
     from presk.plans import parse_plan
 
-    try:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    except ImportError:  # pragma: no cover
-        torch = None
+    torch = torch_or_none(args.threads)
 
     path = ROOT / "bench" / "programs" / "gemm.mlir"
     parsed = parse_module(presk_context(), path.read_text(), str(path))

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported: see the docstring
 
-from timing import Timing, side_by_side
+from timing import Timing, side_by_side, torch_or_none
 
 
 def presk_host(program: str, entry: str, dims: dict[str, int], realize: str = "f32", donate: str | None = None):  # type: ignore[no-untyped-def]
@@ -65,14 +65,6 @@ def presk_host(program: str, entry: str, dims: dict[str, int], realize: str = "f
 
         donate_arguments(kernels, donate)
     return HostProgram(kernels, NativeRunner())
-
-
-def torch_or_none():  # type: ignore[no-untyped-def]
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
 
 
 def adamw_case(n: int, rounds: int, threads: int, clock: Callable[[], float]) -> dict[str, Timing]:
@@ -100,9 +92,8 @@ def adamw_case(n: int, rounds: int, threads: int, clock: Callable[[], float]) ->
         "presk, torch's formulation": lambda: torch_form(leaves),
         "numpy": numpy_adamw,
     }
-    torch = torch_or_none()
+    torch = torch_or_none(threads)
     if torch is not None:
-        torch.set_num_threads(threads)
         for label, kw in (("torch AdamW foreach", {"foreach": True}), ("torch AdamW fused", {"fused": True})):
             tp = torch.nn.Parameter(torch.from_numpy(p.copy()))
             tp.grad = torch.from_numpy(g.copy())
@@ -124,9 +115,8 @@ def softmax_case(rounds: int, threads: int, clock: Callable[[], float]) -> dict[
         e /= e.sum(axis=1, keepdims=True)
 
     contenders: dict[str, Callable[[], object]] = {"presk (native)": lambda: host([x]), "numpy": numpy_softmax}
-    torch = torch_or_none()
+    torch = torch_or_none(threads)
     if torch is not None:
-        torch.set_num_threads(threads)
         tx = torch.from_numpy(x)
         contenders["torch.softmax"] = lambda: torch.softmax(tx, dim=1)
     return side_by_side(contenders, rounds=rounds, clock=clock)
@@ -144,9 +134,8 @@ def layernorm_case(rounds: int, threads: int, clock: Callable[[], float]) -> dic
         _ = d / np.sqrt((d * d).mean(axis=1, keepdims=True) + np.float32(1e-5)) * g + b
 
     contenders: dict[str, Callable[[], object]] = {"presk (native)": lambda: host([x, g, b]), "numpy": numpy_layernorm}
-    torch = torch_or_none()
+    torch = torch_or_none(threads)
     if torch is not None:
-        torch.set_num_threads(threads)
         tx, tg, tb = (torch.from_numpy(a) for a in (x, g, b))
         contenders["F.layer_norm"] = lambda: torch.nn.functional.layer_norm(tx, (e,), tg, tb)
     return side_by_side(contenders, rounds=rounds, clock=clock)

@@ -84,6 +84,16 @@ def side_by_side(
     return out
 
 
+def torch_or_none(threads: int) -> Any:
+    """torch told to use `threads` threads, or None when the optional `bench` extra is not installed."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return None
+    torch.set_num_threads(threads)
+    return torch
+
+
 def positive_int(text: str) -> int:
     """An argparse type: a count of calls or rounds, at least 1 (a clear usage error otherwise)."""
     import argparse
