@@ -38,9 +38,9 @@ widths (`host_machine().lane_widths("f32")`) dividing n_j, k-blocks with
 their orders, the pack (scores; lanes on an NT contraction need it), and the
 split: the executor's default, or `{"depth": 1, "workers": threads}` when
 there are two threads or more.
-`--space quick` (default): tiles [4, 32], [2, 32], [4, 16], [2, 16], [4, 8], [1, 16], vector
-lanes only, no k-block (IJ, JI) or a k-block with IJK / JIK / JKI, scores
-always packed. `--space full`: tile [1, 1] or m_i ∈ {1, 2, 4} × n_j ∈
+`--space quick` (default): tiles [8, 32], [8, 16], [4, 32], [2, 32], [4, 16], [2, 16], [4, 8],
+[1, 16], vector lanes only, no k-block (IJ, JI) or a k-block with IJK / JIK / JKI, scores
+always packed. `--space full`: tile [1, 1] or m_i ∈ {1, 2, 4, 8} × n_j ∈
 {4, 8, 16, 32}, lanes 1 or a register width, every order, pack true/false.
 """
 
@@ -76,7 +76,7 @@ def _space(
     nt = EINS[ein]["nt"]
     kblocks = [kb for kb in (32, 128) if k % kb == 0]
     if kind == "quick":
-        tiles = [[4, 32], [2, 32], [4, 16], [2, 16], [4, 8], [1, 16]]
+        tiles = [[8, 32], [8, 16], [4, 32], [2, 32], [4, 16], [2, 16], [4, 8], [1, 16]]
         lane_options = widths
         blocks = [("none", "IJ"), ("none", "JI")] + [
             (kb, o) for kb in kblocks for o in ("IJK", "JIK", "JKI")

@@ -21,17 +21,19 @@ OpenBLAS reads its thread count when it is imported): `OPENBLAS_NUM_THREADS`,
 The inputs are C-contiguous arrays of the dtype, made once; presk's host
 program reuses its output buffer, numpy and torch allocate theirs.
 
-`--space quick` (default) sweeps tiles [4, 32], [2, 32], [4, 16], [2, 16],
-[4, 8], [1, 16] with the register widths of this machine that divide n_j
-(vector code), no k-block (IJ, JI) and a k-block of 128 (IJK, JIK, JKI, KIJ,
-KJI: with K outermost a k-block of operand 1 stays in L2 across the rows);
-`--space full` every point of the domain (tile [1, 1] or m_i ∈ {1, 2, 4} ×
-n_j ∈ {4, 8, 16, 32}, k-block none/32/128 with every order, every lane
-count of this machine). n_j = 32 is two registers of 16 f32 per row: an
-AVX-512 f32 FMA has 4 cycles of latency and 2 units, so a tile needs
-m_i·n_j/L ≥ 8 independent accumulators to keep both busy, which at L = 16
-and m_i ≤ 4 is n_j = 32 ([4, 32], 16 lanes, k-block 128, JKI: 58 GFLOP/s
-against 34 for the best [4, 16] point, f32 N = 1024, one thread).
+`--space quick` (default) sweeps tiles [8, 32], [8, 16], [4, 32], [2, 32],
+[4, 16], [2, 16], [4, 8], [1, 16] with the register widths of this machine
+that divide n_j (vector code), no k-block (IJ, JI) and a k-block of 128
+(IJK, JIK, JKI, KIJ, KJI: with K outermost a k-block of operand 1 stays in
+L2 across the rows); `--space full` every point of the domain (tile [1, 1]
+or m_i ∈ {1, 2, 4, 8} × n_j ∈ {4, 8, 16, 32}, k-block none/32/128 with
+every order, every lane count of this machine). n_j = 32 is two registers
+of 16 f32 per row: an AVX-512 f32 FMA has 4 cycles of latency and 2 units,
+so a tile needs m_i·n_j/L ≥ 8 independent accumulators to keep both busy,
+which at L = 16 and m_i ≤ 4 is n_j = 32 ([4, 32], 16 lanes, k-block 128,
+JKI: 58 GFLOP/s against 34 for the best [4, 16] point, f32 N = 1024, one
+thread). m_i = 8 halves the loads of operand 1 per FMA ([8, 32] JI: 100
+GFLOP/s against 63 for [4, 32] JI, same run).
 Points the layout checks refuse (E7002) are counted and skipped.
 """
 
@@ -50,13 +52,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timing import positive_int, run_per_thread_count
 
+from presk.dialects.psk_realize_layout import TILE_COLS, TILE_ROWS
+
 
 def _space(kind: str, dtype: str, widths: tuple[int, ...]) -> list[dict[str, Any]]:
     if kind == "quick":
-        tiles = [[4, 32], [2, 32], [4, 16], [2, 16], [4, 8], [1, 16]]
+        tiles = [[8, 32], [8, 16], [4, 32], [2, 32], [4, 16], [2, 16], [4, 8], [1, 16]]
         blocks = [("none", "IJ"), ("none", "JI")] + [(128, order) for order in ("IJK", "JIK", "JKI", "KIJ", "KJI")]
     else:
-        tiles = [[1, 1]] + [[m, n] for m in (1, 2, 4) for n in (4, 8, 16, 32)]
+        tiles = [[1, 1]] + [[m, n] for m in TILE_ROWS for n in TILE_COLS]
         blocks = [("none", "IJ"), ("none", "JI")] + [(kb, "".join(p)) for kb in (32, 128) for p in permutations("IJK")]
     points = []
     for tile in tiles:

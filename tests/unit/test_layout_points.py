@@ -87,6 +87,7 @@ from presk import sizes
 from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as K
 from presk.dialects.psk_realize import LayoutAttr, SiteOp, layout_error, resolved_defaults
+from presk.dialects.psk_realize_layout import TILE_COLS, TILE_ROWS
 from presk.dialects.psk_realize_layout import layout_violation as first_check
 from presk.interp.kernel import KernelInterpreter
 from presk.ir.context import presk_context
@@ -105,7 +106,7 @@ LARGE = os.environ.get("PRESK_LAYOUT_POINTS", "").strip().lower() == "large"
 TYPES = ("f64", "f32", "bf16")
 ARITH = {"f64": "f64", "f32": "f32", "bf16": "f32"}
 
-TILES: tuple[list[int], ...] = ([1, 1], *([m, n] for m in (1, 2, 4) for n in (4, 8, 16, 32)))
+TILES: tuple[list[int], ...] = ([1, 1], *([m, n] for m in TILE_ROWS for n in TILE_COLS))
 KBLOCK_ORDERS: tuple[tuple[Any, str], ...] = (
     ("none", "IJ"), ("none", "JI"),
     *((size, "".join(p)) for size in (32, 128) for p in permutations("IJK")),
@@ -223,12 +224,12 @@ func.func @prod_add(%x: !X, %w: !W, %c: !C) -> !O {{
 if LARGE:
     NESTS = (square(128), scores(2, 4, 16, 32, 128), values(2, 4, 16, 128, 32), narrow(16, 128, 20))
 else:
-    # Small, and chosen so that every value of every decision is accepted on some nest: m_i = 4 and
-    # n_j = 32 (two registers of 16 f32 per row, the widest tile) on `wide`, a dot of I = 4, K = 16 and
+    # Small, and chosen so that every value of every decision is accepted on some nest: m_i = 8 and
+    # n_j = 32 (two registers of 16 f32 per row, the widest tile) on `wide`, a dot of I = 8, K = 16 and
     # J = 32 in place of the large shapes' `square` (a square of 32 would put k-blocks of 32 in its
     # space and take several times as long); k-blocks of 32 (two blocks) on `scores` and `values`,
     # 128 on `narrow`.
-    NESTS = (dot("wide", 4, 16, 32), scores(2, 2, 2, 8, 64), values(2, 2, 2, 64, 8), narrow(2, 128, 12))
+    NESTS = (dot("wide", 8, 16, 32), scores(2, 2, 2, 8, 64), values(2, 2, 2, 64, 8), narrow(2, 128, 12))
 
 
 # --------------------------------------------------------------------------

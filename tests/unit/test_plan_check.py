@@ -201,7 +201,7 @@ DOMAIN: dict[str, Callable[[Any], bool]] = {
     "tile": lambda v: isinstance(v, list)
     and len(v) == 2
     and all(is_int(x) for x in v)
-    and (v == [1, 1] or (v[0] in (1, 2, 4) and v[1] in (4, 8, 16, 32))),
+    and (v == [1, 1] or (v[0] in (1, 2, 4, 8) and v[1] in (4, 8, 16, 32))),
     "kblock": lambda v: (isinstance(v, str) and v == "none") or (is_int(v) and v in (32, 128)),
     "order": _order_ok,
     "lanes": lambda v: is_int(v) and v in (1, 2, 4, 8, 16),
@@ -378,7 +378,7 @@ def valid_value(rng: random.Random, decision: str, decisions: dict[str, Any]) ->
     if decision == "form":
         return rng.choice(("tiled", "row-wise"))
     if decision == "tile":
-        return rng.choice(([1, 1], [rng.choice((1, 2, 4)), rng.choice((4, 8, 16, 32))]))
+        return rng.choice(([1, 1], [rng.choice((1, 2, 4, 8)), rng.choice((4, 8, 16, 32))]))
     if decision == "kblock":
         return rng.choice(("none", 32, 128))
     if decision == "order":
@@ -398,7 +398,7 @@ def invalid_value(rng: random.Random, decision: str) -> Any:
     """A value outside the decision's domain: a near miss, or any JSON value that is none."""
     near = {
         "form": ["Tiled", "rowwise", "row_wise", 1, None],
-        "tile": [[3, 8], [1, 2], [8, 8], [2, 1], [4], [1, 8, 1], [1.0, 8], [True, 8], "1x8", [0, 4], 8],
+        "tile": [[3, 8], [1, 2], [16, 8], [2, 1], [4], [1, 8, 1], [1.0, 8], [True, 8], "1x8", [0, 4], 8],
         "kblock": [64, 0, "32", "None", 32.0, True, None, [32]],
         "order": ["IK", "ij", "IJJ", "IJKI", 12, ["I", "J"], None],
         "lanes": [3, 0, 32, -4, "4", 4.0, True, None, "widest"],
@@ -601,7 +601,7 @@ def generate(count: int = PLAN_COUNT, seed: int = SEED) -> list[Case]:
 
 NEAR_MISSES: dict[str, list[Any]] = {
     "form": ["Tiled", "rowwise", "row_wise", "columnar", "", 1, True, None, ["tiled"], 1.0],
-    "tile": [[3, 8], [1, 2], [8, 8], [2, 1], [1, 64], [4, 64], [0, 4], [-1, 4], [4], [1, 8, 1], [], [1.0, 8], [True, 8],
+    "tile": [[3, 8], [1, 2], [16, 8], [2, 1], [1, 64], [4, 64], [0, 4], [-1, 4], [4], [1, 8, 1], [], [1.0, 8], [True, 8],
              [1, "8"], [[1, 8]], "1x8", 8, None, {"m": 1, "n": 8}],
     "kblock": [64, 0, 16, 256, "32", "None", "", 32.0, True, False, None, [32]],
     "order": ["IK", "ij", "IJJ", "IJKI", "I", "", "KK", 12, ["I", "J"], None],
@@ -619,7 +619,7 @@ NEAR_MISSES: dict[str, list[Any]] = {
 
 DOMAIN_VALUES: dict[str, list[Any]] = {
     "form": ["tiled", "row-wise"],
-    "tile": [[1, 1]] + [[m, n] for m in (1, 2, 4) for n in (4, 8, 16, 32)],
+    "tile": [[1, 1]] + [[m, n] for m in (1, 2, 4, 8) for n in (4, 8, 16, 32)],
     "kblock": ["none", 32, 128],
     "order": ["IJ", "JI"],
     "lanes": [1, 2, 4, 8, 16],

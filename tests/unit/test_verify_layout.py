@@ -639,7 +639,7 @@ def test_every_point_is_refused_exactly_where_the_oracle_says(nest: str, storage
         assert got == expected, (point, violation)
         if got is not None:
             refusals[got] = refusals.get(got, 0) + 1
-    assert len(points) == 13 * (2 + 2 * 6) * len(LANES) * 2  # 13 tiles: [1, 1] and 3 m_i × 4 n_j
+    assert len(points) == 17 * (2 + 2 * 6) * len(LANES) * 2  # 17 tiles: [1, 1] and 4 m_i × 4 n_j
     assert sum(refusals.values()) < len(points)  # every nest has accepted points
 
 
