@@ -1,7 +1,8 @@
 """One kernel, one function of the kernel ABI: the translator and the module-level entry points.
 
 `Translator` assembles the concept mixins (`ScalarOps`, `VectorOps` over
-`MemoryAccess`, `RunningSumLoops` and `StreamingLoops` over `ScalarLoops`)
+`MemoryAccess`, `RunningSumLoops`, `MaximumLoops` and `StreamingLoops` over
+`ScalarLoops`)
 and owns what ties them together: the op dispatcher, the choice of how to
 translate each loop, and the function's frame (the `[lo, hi)` guard of a
 kernel without a split loop, the fence after streaming stores).
@@ -18,6 +19,7 @@ from presk.cost.machine import Machine, host_machine
 from presk.dialects.psk_kernel import KernelOp
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I64
+from presk.lowering.llvm.maximum_loops import MaximumLoops, running_maximum
 from presk.lowering.llvm.running_sums import RunningSumLoops, ordered_sums
 from presk.lowering.llvm.scalar_ops import ScalarOps
 from presk.lowering.llvm.streaming_stores import StreamingLoops, streaming
@@ -27,7 +29,7 @@ from presk.lowering.llvm.vector_ops import VectorOps
 __all__ = ["Translator", "translate_kernel", "translate_module"]
 
 
-class Translator(ScalarOps, VectorOps, RunningSumLoops, StreamingLoops):
+class Translator(ScalarOps, VectorOps, RunningSumLoops, MaximumLoops, StreamingLoops):
     """Translates one kernel into `module` (`translate`)."""
 
     def translate(self) -> ir.Function:
@@ -74,16 +76,19 @@ class Translator(ScalarOps, VectorOps, RunningSumLoops, StreamingLoops):
             raise fail(self.kernel, f"cannot translate '{name}' (not in the PSK-Kernel subset)")
 
     def loop(self, op: scf.ForOp) -> None:
-        """A loop: as running sums in vectors, with streaming stores, or as written (in that order of choice)."""
+        """A loop: as running sums or a running maximum in vectors, with streaming stores, or as written (in that order)."""
         lb, ub, step = (self.value(v) for v in (op.lb, op.ub, op.step))
         if op is self.split:
             lb, ub = self.split_bounds(op, lb, ub, step)
         inits = [self.value(v) for v in op.iter_args]
         vectorise = self.assume_disjoint and not self.lanes
         plan = ordered_sums(op, self.machine) if vectorise else None
-        stream = streaming(op, self.machine, self.kernel_bytes) if vectorise and plan is None else None
+        maximum = running_maximum(op, self.machine) if vectorise and plan is None else None
+        stream = streaming(op, self.machine, self.kernel_bytes) if vectorise and plan is None and maximum is None else None
         if plan is not None:
             results = self.ordered_sum_loop(op, plan, lb, ub, inits)
+        elif maximum is not None:
+            results = [self.maximum_loop(op, maximum, lb, ub, inits[0])]
         elif stream is not None:
             self.streaming_loop(op, stream, lb, ub, step)
             results = []

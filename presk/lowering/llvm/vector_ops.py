@@ -1,7 +1,8 @@
 """The `vector` ops that `psk-vectorize` and the pack's copy emit: vector code written in the kernel.
 
 The other vector code here comes from loops this translation vectorises
-itself (`presk.lowering.llvm.running_sums`, `presk.lowering.llvm.streaming_stores`);
+itself (`presk.lowering.llvm.running_sums`, `presk.lowering.llvm.maximum_loops`,
+`presk.lowering.llvm.streaming_stores`);
 everything else is left to LLVM's vectorisers.
 """
 
