@@ -76,7 +76,7 @@ class Translator(ScalarOps, VectorOps, RunningSumLoops, MaximumLoops, StreamingL
             raise fail(self.kernel, f"cannot translate '{name}' (not in the PSK-Kernel subset)")
 
     def loop(self, op: scf.ForOp) -> None:
-        """A loop: as running sums or a running maximum in vectors, with streaming stores, or as written (in that order)."""
+        """A loop: running sums or a running maximum in vectors, streaming stores, or as written (in that order)."""
         lb, ub, step = (self.value(v) for v in (op.lb, op.ub, op.step))
         if op is self.split:
             lb, ub = self.split_bounds(op, lb, ub, step)
@@ -84,7 +84,8 @@ class Translator(ScalarOps, VectorOps, RunningSumLoops, MaximumLoops, StreamingL
         vectorise = self.assume_disjoint and not self.lanes
         plan = ordered_sums(op, self.machine) if vectorise else None
         maximum = running_maximum(op, self.machine) if vectorise and plan is None else None
-        stream = streaming(op, self.machine, self.kernel_bytes) if vectorise and plan is None and maximum is None else None
+        vectorised = plan is not None or maximum is not None
+        stream = streaming(op, self.machine, self.kernel_bytes) if vectorise and not vectorised else None
         if plan is not None:
             results = self.ordered_sum_loop(op, plan, lb, ub, inits)
         elif maximum is not None:

@@ -1,9 +1,10 @@
-"""Whether a loop body can run as vectors along its loop: the analysis both vectorised loops share.
+"""Whether a loop body can run as vectors along its loop: the analysis the vectorised loops share.
 
 `presk.lowering.llvm.running_sums`, `presk.lowering.llvm.maximum_loops` and
 `presk.lowering.llvm.streaming_stores` vectorise loops LLVM leaves scalar or
-vectorises poorly; all first ask the same question of the body (everything but the running sums): is every value either the same in
-every iteration, an index affine in the induction variable, or a vector of
+vectorises poorly; all first ask the same question of the body (everything
+but the running values): is every value either the same in every
+iteration, an index affine in the induction variable, or a vector of
 consecutive elements along it.
 """
 
