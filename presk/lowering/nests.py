@@ -176,7 +176,7 @@ def _emit_row_sums(
     """
     from presk.lowering.softmax import row_blocks  # softmax imports this module
 
-    with row_blocks(kb, kept, counts, arith_type) as block:
+    with row_blocks(kb, kept, counts) as block:
 
         def step(rivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:
             at = dict(zip(reduced, rivs))

@@ -69,7 +69,6 @@ from presk.dialects.psk_realize_layout import default_layout
 from presk.dialects.psk_realize_layout import layout_violation as first_check_violation
 from presk.dialects.psk_realize_nests import Contraction, contraction
 from presk.ir.locations import error_at
-from presk.lowering.kernel_builder import float_type
 from presk.lowering.softmax import jam_factor
 
 Json = Any
@@ -245,8 +244,7 @@ def site_loops(site: SiteOp, layout: Mapping[str, Json], env: Mapping[str, int],
         kept = _axis_loops(leaf, env, skip=(axis,))
         if layout.get("passes") != 2 and kept and kept[-1].iterations is not None:
             # The three passes run the innermost kept axis in blocks of rows (`softmax.row_blocks`).
-            arith = site.realization.arith_name if site.realization is not None else "f64"
-            jam = jam_factor(kept[-1].iterations, float_type(arith))
+            jam = jam_factor(kept[-1].iterations)
             if jam > 1:
                 kept[-1] = Loop(f"{kept[-1].what} in blocks of {jam} rows", kept[-1].iterations // jam, True)
         return [*kept, *_summed_loops(leaf, (axis,), env)]
