@@ -11,9 +11,8 @@ row's sum is a chain of dependent additions: alone, its latency would set
 the pace) and `presk.lowering.kernel_to_llvm` computes the exponentials of
 consecutive elements of a row in one vector (as many as the block has rows)
 and adds them to each row's sum lane by lane, in order, after a register
-transpose. Last, each row's
-quotients. The kernel interpreter runs the same IR (vectorised over the
-blocks), so it gives the same bits.
+transpose. Last, each row's quotients. The kernel interpreter runs the same
+IR (vectorised over the blocks), so it gives the same bits.
 """
 
 from __future__ import annotations
@@ -33,7 +32,8 @@ from presk.lowering.nests import Operand, Scalar, _sizes, accumulate
 JAM_ROWS = 8
 """Rows per block, at most: 8 running sums in one vector (a ymm of f32, a zmm of f64). Blocks of 16
 f32 rows (a zmm of sums) ran softmax [24576, 256] 3–12% slower on two threads in five side-by-side
-runs (a block's rows and their exponentials then fill L1), and no faster on one."""
+runs, and no faster on one (probably because 16 rows of 256 f32 and their exponentials, 32 KiB, fill
+L1 by themselves)."""
 
 
 def jam_factor(count: int) -> int:
