@@ -62,6 +62,12 @@ class TranslatorBase:
         label = f"loop{self.loop_number}" + (f".{kind}" if kind else "")
         return label, self.fn.append_basic_block(f"{label}.body"), self.fn.append_basic_block(f"{label}.exit")
 
+    def leave_loop(self, exit_: ir.Block) -> None:
+        """Continue after a loop: its exit block moved after the body's blocks (the IR reads in program order)."""
+        self.fn.blocks.remove(exit_)
+        self.fn.blocks.append(exit_)
+        self.builder.position_at_end(exit_)
+
     def metadata(self, *operands: object) -> ir.MDValue:
         return self.module.add_metadata(list(operands))
 

@@ -69,9 +69,7 @@ class ScalarLoops(TranslatorBase):
         for phi, value in zip(carried, yielded):
             phi.add_incoming(value, latch)
 
-        self.fn.blocks.remove(exit_)  # after the body's blocks: the IR reads in program order
-        self.fn.blocks.append(exit_)
-        b.position_at_end(exit_)
+        self.leave_loop(exit_)
         results = []
         for init, value in zip(inits, yielded):
             if guarded:

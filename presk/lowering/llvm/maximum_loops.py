@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import Float32Type, Float64Type
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from presk.cost.machine import Machine
 from presk.dialects.psk_kernel import PARALLEL
@@ -50,6 +50,8 @@ class RunningMaximum:
     lanes: int
     maximum: Operation
     """The loop's `arith.maximumf` (done on vectors instead)."""
+    term: SSAValue
+    """Its operand that is not the running value: what each iteration brings."""
     vector_loads: frozenset[Operation]
 
 
@@ -87,7 +89,7 @@ def running_maximum(loop: scf.ForOp, machine: Machine) -> RunningMaximum | None:
     kinds, vector_loads, stores = body
     if stores or kinds.get(term) != "v":
         return None
-    return RunningMaximum(lanes, maximum, vector_loads)
+    return RunningMaximum(lanes, maximum, term, vector_loads)
 
 
 class MaximumLoops(ScalarLoops):
@@ -128,8 +130,7 @@ class MaximumLoops(ScalarLoops):
                 for inner in block.ops:
                     if inner is not block.last_op and inner is not plan.maximum:
                         self.op(inner)
-                a, c = plan.maximum.operands
-                x = self.splat(self.value(c if a is block.args[1] else a), lanes)
+                x = self.splat(self.value(plan.term), lanes)
                 updated.append(_machine_max(b, maxima[u], x))
                 nans.append(b.or_(seen[u], b.fcmp_unordered("uno", x, x)))
         finally:
@@ -141,9 +142,7 @@ class MaximumLoops(ScalarLoops):
         iv.add_incoming(following, latch)
         for phi, value in zip(maxima + seen, updated + nans):
             phi.add_incoming(value, latch)
-        self.fn.blocks.remove(exit_)
-        self.fn.blocks.append(exit_)
-        b.position_at_end(exit_)
+        self.leave_loop(exit_)
 
         top = updated[0]
         nan = nans[0]

@@ -215,9 +215,7 @@ class RunningSumLoops(ScalarLoops):
         iv.add_incoming(following, latch)
         for phi, value in zip(phis, sums):
             phi.add_incoming(value, latch)
-        self.fn.blocks.remove(exit_)
-        self.fn.blocks.append(exit_)
-        b.position_at_end(exit_)
+        self.leave_loop(exit_)
         totals: list[ir.Value] = []
         for value in sums:
             if group == 1:

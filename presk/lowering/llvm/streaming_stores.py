@@ -29,11 +29,20 @@ from presk.lowering.llvm.memory import MemoryAccess
 from presk.lowering.llvm.queries import constant_int
 from presk.lowering.llvm.vector_body import vector_body
 
-__all__ = ["STREAMING_BYTES", "Streaming", "StreamingLoops", "streaming"]
+__all__ = ["STREAMING_BYTES", "Streaming", "StreamingLoops", "streams_around_caches", "streaming"]
 
 STREAMING_BYTES = 32 << 20
 """Buffers of a kernel, in bytes, beyond which its stores go around the caches (`streaming`): this
 machine's last level cache (32 MiB of L3)."""
+
+
+def streams_around_caches(kernel_bytes: int, machine: Machine) -> bool:
+    """Whether a kernel's whole-line stores go around the caches: over `STREAMING_BYTES`, with 64-byte vectors.
+
+    The rule both kinds share: loops this translation vectorises (`streaming`)
+    and the tile stores `psk-vectorize` writes (`VectorOps.streams_lines`).
+    """
+    return kernel_bytes > STREAMING_BYTES and machine.vector_bits >= 512
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,7 @@ def streaming(loop: scf.ForOp, machine: Machine, kernel_bytes: int) -> Streaming
     `StreamingLoops.streaming_loop`). The stores' element types must all be one
     type of 4 or 8 bytes (so that one peel aligns every store stream).
     """
-    if kernel_bytes <= STREAMING_BYTES or machine.vector_bits < 512:
+    if not streams_around_caches(kernel_bytes, machine):
         return None
     if PARALLEL not in loop.attributes or loop.iter_args or constant_int(loop.step) != 1:
         return None
@@ -152,8 +161,6 @@ class StreamingLoops(ScalarLoops, MemoryAccess):
         following = b.add(index, I64(lanes), name=f"{label}.next", flags=["nuw", "nsw"])
         b.cbranch(b.icmp_signed("<", following, end), body, exit_)
         index.add_incoming(following, latch)
-        self.fn.blocks.remove(exit_)
-        self.fn.blocks.append(exit_)
-        b.position_at_end(exit_)
+        self.leave_loop(exit_)
         self.fenced = True
         self.scalar_loop(op, end, ub, step, [])

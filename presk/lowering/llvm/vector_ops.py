@@ -13,10 +13,10 @@ from xdsl.dialects.builtin import MemRefType, VectorType
 from xdsl.ir import Operation, SSAValue
 
 from presk.cost.machine import CACHE_LINE
-from presk.lowering.llvm import streaming_stores
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I32, I64, element_size, llvm_type
 from presk.lowering.llvm.memory import MemoryAccess
+from presk.lowering.llvm.streaming_stores import streams_around_caches
 from presk.lowering.llvm.target import intrinsic
 
 __all__ = ["VectorOps"]
@@ -90,8 +90,7 @@ class VectorOps(MemoryAccess):
         value, buffer = op.operands[0], op.operands[1]
         t = value.type
         assert isinstance(t, VectorType) and isinstance(buffer.type, MemRefType)
-        big = self.kernel_bytes > streaming_stores.STREAMING_BYTES
-        if not (self.assume_disjoint and big and self.machine.vector_bits >= 512):
+        if not (self.assume_disjoint and streams_around_caches(self.kernel_bytes, self.machine)):
             return False
         if t.get_shape()[0] * element_size(buffer.type.element_type) != CACHE_LINE:
             return False
