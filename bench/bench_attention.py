@@ -26,21 +26,22 @@ is told `torch.set_num_threads`. Per `ein`:
    medians and quartiles. The best point's output bytes are compared with
    the default's.
 
-A point with `"pack": true` (scores only: the pack exists for NT
-contractions alone, condition 9) launches a copy kernel before the
-contraction; a call of the host program runs both launches, so the pack's
-time is included in every figure of that point.
+A point with `"pack": true` launches a copy kernel before the contraction
+(scores: operand 1 transposed to a panel [K, J]; values: operand 1 in
+blocks of the tile's n_j columns, [J / n_j, K, n_j]); a call of the host
+program runs both launches, so the pack's time is included in every figure
+of that point.
 
 The swept space, per `ein` (K = hd = 64 for scores, so only a k-block of 32
 divides it; K = T for values, 32 and 128): tiles from the layout domain
 (`presk/dialects/psk_realize_layout.py`), lanes from this machine's register
 widths (`host_machine().lane_widths("f32")`) dividing n_j, k-blocks with
-their orders, the pack (scores; lanes on an NT contraction need it), and the
+their orders, the pack (lanes on the NT scores need it), and the
 split: the executor's default, or `{"depth": 1, "workers": threads}` when
 there are two threads or more.
 `--space quick` (default): tiles [8, 32], [8, 16], [4, 32], [2, 32], [4, 16], [2, 16], [4, 8],
 [1, 16], vector lanes only, no k-block (IJ, JI) or a k-block with IJK / JIK / JKI, scores
-always packed. `--space full`: tile [1, 1] or m_i ∈ {1, 2, 4, 8} × n_j ∈
+always packed, values with and without the pack. `--space full`: tile [1, 1] or m_i ∈ {1, 2, 4, 8} × n_j ∈
 {4, 8, 16, 32}, lanes 1 or a register width, every order, pack true/false.
 """
 
@@ -63,7 +64,7 @@ from timing import positive_int, run_per_thread_count
 from presk.dialects.psk_realize_layout import TILE_COLS, TILE_ROWS
 
 EINS: dict[str, dict[str, Any]] = {
-    # name: the nest, the einsum spec, whether it is NT (pack allowed), its K
+    # name: the nest, the einsum spec, whether it is NT (its lanes need the pack), its K
     "scores": {"nest": "scores/%0", "spec": "bhsd,bhtd->bhst", "nt": True, "k": "hd"},
     "values": {"nest": "values/%0", "spec": "bhst,bhtd->bhsd", "nt": False, "k": "T"},
 }
@@ -81,14 +82,14 @@ def _space(
         blocks = [("none", "IJ"), ("none", "JI")] + [
             (kb, o) for kb in kblocks for o in ("IJK", "JIK", "JKI")
         ]
-        packs = [True] if nt else [None]
+        packs = [True] if nt else [False, True]
     else:
         tiles = [[1, 1]] + [[m, n] for m in TILE_ROWS for n in TILE_COLS]
         lane_options = (1, *widths)
         blocks = [("none", "IJ"), ("none", "JI")] + [
             (kb, "".join(p)) for kb in kblocks for p in permutations("IJK")
         ]
-        packs = [False, True] if nt else [None]
+        packs = [False, True]
     splits: list[Any] = [None] + (
         [{"depth": 1, "workers": threads}] if threads >= 2 else []
     )
@@ -105,9 +106,8 @@ def _space(
                             "kblock": kblock,
                             "order": order,
                             "lanes": lanes,
+                            "pack": pack,
                         }
-                        if pack is not None:
-                            layout["pack"] = pack
                         if split is not None:
                             layout["split"] = split
                         points.append(layout)

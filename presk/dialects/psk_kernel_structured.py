@@ -5,7 +5,7 @@ and a softmax as one `psk_kernel.softmax` inside their kernels, the way
 MLIR's linalg names a matmul before tiling it; the kernel carries the
 nest's layout (`layout = #psk_realize.layout<...>`). The layout passes then
 rewrite them: `psk-epilogue` folds the add that alone reads a product into
-its `contract`, `psk-pack` gives an NT `contract` a panel, `psk-tile` turns
+its `contract`, `psk-pack` gives a `contract` a panel for operand 1, `psk-tile` turns
 a `contract` into its loop nest at the layout's form, tile, k-block and
 order, and `psk-softmax-passes` a `softmax` into its two or three passes.
 Neither executor runs a structured op: they exist between passes.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import ArrayAttr, FloatAttr, MemRefType, StringAttr, UnitAttr
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr, IntegerAttr, MemRefType, StringAttr, UnitAttr
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -43,7 +43,9 @@ class ContractOp(IRDLOperation):
     """out[outer, I, J] = Σ_K lhs[outer, I, K] · rhs[.., K, J], plus `addend` once folded (`dot+add`).
 
     Each buffer's axes are named (`lhs_axes`, ...); `nt` marks an operand 1
-    that carries K innermost. The addend is a buffer (its PSK-Core type in
+    that carries K innermost; `rhs_block = n` an operand 1 read from a
+    blocked panel [outer..., J/n, K, n] (`psk-pack` on an NN contraction),
+    its axes still named [outer..., K, J]. The addend is a buffer (its PSK-Core type in
     `addend_type`, for its broadcasting) or a literal (`addend_literal`);
     `product_first` keeps the add's operand order.
     """
@@ -61,6 +63,8 @@ class ContractOp(IRDLOperation):
     rhs_axes = prop_def(ArrayAttr[StringAttr])
     out_axes = prop_def(ArrayAttr[StringAttr])
     nt = opt_prop_def(UnitAttr)
+    rhs_block = opt_prop_def(IntegerAttr)
+    """The columns of each block of a blocked panel read as operand 1 (absent: operand 1 as its axes say)."""
     arith_type = prop_def(Attribute)
     """The type the sums accumulate in (the site's arithmetic type)."""
     addend_type = opt_prop_def(Attribute)
@@ -113,12 +117,25 @@ class ContractOp(IRDLOperation):
     def axes_of(self, which: str) -> tuple[str, ...]:
         return tuple(a.data for a in getattr(self, f"{which}_axes").data)
 
+    @property
+    def block(self) -> int | None:
+        """The columns of a blocked panel's blocks, or None when operand 1 is read as its axes say."""
+        return self.rhs_block.value.data if self.rhs_block is not None else None
+
     def verify_(self) -> None:
         for which in ("lhs", "rhs", "out"):
             buffer = getattr(self, which).type
-            axes = self.axes_of(which)
-            if isinstance(buffer, MemRefType) and len(buffer.get_shape()) != len(axes):
-                raise VerifyException(f"the {which} buffer {buffer} has {len(buffer.get_shape())} axes, not {len(axes)}")
+            rank = len(self.axes_of(which)) + (1 if which == "rhs" and self.rhs_block is not None else 0)
+            if isinstance(buffer, MemRefType) and len(buffer.get_shape()) != rank:
+                raise VerifyException(f"the {which} buffer {buffer} has {len(buffer.get_shape())} axes, not {rank}")
+        if self.rhs_block is not None:
+            if self.nt is not None or self.axes_of("rhs")[-2:] != (self.k.data, self.j.data):
+                raise VerifyException("a blocked operand 1 is read along K, then J: its axes end in K, J")
+            rhs = self.rhs.type
+            assert isinstance(rhs, MemRefType)
+            columns = rhs.get_shape()[-1]
+            if columns != self.block:
+                raise VerifyException(f"the blocked panel {rhs} has blocks of {columns} columns, not {self.block}")
         if self.addend is not None and self.addend_type is None:
             raise VerifyException("an addend buffer needs its addend_type")
 

@@ -32,7 +32,10 @@ bits. What each decision becomes:
   chain. bf16 has no lanes; the row-wise form has none either.
 - `pack`: done at the host level by `psk-pack` (`presk.passes.pack`):
   operand 1 of an NT contraction copied to a panel (outer axes..., K, J) by
-  `emit_pack`, which the contraction then reads as NN.
+  `emit_pack`, which the contraction then reads as NN; operand 1 of an NN
+  contraction copied to a blocked panel (outer axes..., J/n_j, K, n_j) by
+  `emit_blocked_pack`, which the tile reads one block at a time
+  (`ContractionOperands.b_block`).
 - `split`: done on the finished kernel (`psk-split`, `presk.passes.split.apply_split`), but for
   the row-wise form's J loop, which sits inside the serial k loop: split, it
   is emitted outermost (`by_columns`).
@@ -76,6 +79,8 @@ class ContractionOperands:
     b_labels: tuple[str, ...]
     out_labels: tuple[str, ...]
     sizes: Mapping[str, int]
+    b_block: int | None = None
+    """Operand 1 is a blocked panel [outer..., J/n, K, n] of n = `b_block` columns (`psk-pack` on NN)."""
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,7 @@ def emit_contraction(
     """
     c, sizes = co.c, co.sizes
     outer = [sizes[n] for n in c.outer]
+    assert co.b_block is None or layout.get("form") != "row-wise", "a blocked panel is read by a tile"
     if by_columns:
         _row_wise_by_columns(kb, co, a, b, out, arith_type, epilogue, lanes)
         return
@@ -233,6 +239,7 @@ def _tiled(
     c, sizes = co.c, co.sizes
     n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
     m, n, size = tl.m, tl.n, tl.kblock
+    assert co.b_block in (None, n), "a blocked panel's blocks are the tile's columns"
     counts = {"I": n_i // m, "J": n_j // n, "K": n_k // size if size is not None else 1}
     # In registers, the k-block loop is the outer of the two k loops around the tile's body.
     letters = tl.order if tl.sums_in_output else tl.order.replace("K", "")
@@ -248,10 +255,16 @@ def _tiled(
         zero = kb.real(0.0, arith_type)
         cells = [_at(co.out_labels, {**base, c.i: rows[r], c.j: cols[s]}) for r in range(m) for s in range(n)]
 
+        def b_at(where: Mapping[str, SSAValue], s: int) -> list[SSAValue]:
+            if co.b_block is None:
+                return _at(co.b_labels, {**where, c.j: cols[s]})
+            # The blocked panel: the tile's columns are block J's n (n = b_block), its column s at s.
+            return [*_at(co.b_labels[:-2], where), ivs["J"], where[c.k], kb.index(s)]
+
         def step_at(k: SSAValue, accs: list[Scalar]) -> list[Scalar]:
             where = {**base, c.k: k}
             xs = [kb.load_real(a.buffer, _at(co.a_labels, {**where, c.i: r}), arith_type) for r in rows]  # type: ignore[arg-type]
-            ws = [kb.load_real(b.buffer, _at(co.b_labels, {**where, c.j: s}), arith_type) for s in cols]  # type: ignore[arg-type]
+            ws = [kb.load_real(b.buffer, b_at(where, s), arith_type) for s in range(n)]  # type: ignore[arg-type]
             return [kb.fma(xs[r], ws[s], accs[r * n + s]) for r in range(m) for s in range(n)]
 
         if not tl.sums_in_output:
@@ -301,6 +314,19 @@ def emit_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue, order: Seque
         return
     with kb.nest(shape) as ivs:
         kb.store(kb.load(source, [ivs[order.index(d)] for d in range(len(order))]), panel, list(ivs))
+
+
+def emit_blocked_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue) -> None:
+    """panel[..., jb, k, s] = source[..., k, jb·n + s]: operand 1 of an NN contraction in blocks of n columns.
+
+    Both sides run along the innermost loop (n consecutive elements), so
+    LLVM copies a block's row with vector loads and stores; every loop is
+    parallel and the bits move unchanged.
+    """
+    assert isinstance(panel.type, MemRefType)
+    *outer, blocks, k_size, n = panel.type.get_shape()
+    with kb.nest([*outer, blocks, k_size, n]) as (*ivs, jb, k, s):
+        kb.store(kb.load(source, [*ivs, k, kb.offset(jb, n, s)]), panel, [*ivs, jb, k, s])
 
 
 def _emit_transposed_blocks(kb: KernelBuilder, source: SSAValue, panel: SSAValue, lanes: int) -> None:

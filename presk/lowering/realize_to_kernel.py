@@ -27,8 +27,9 @@ the tiled form's tile, k-block, order or pack but their neutral values), 4
 divide the tile's columns, and on an NT contraction need the pack; the
 row-wise form has one lane), 7 (the row-wise form, a k-block loop enclosing
 the I or J block loop, and two softmax passes need the storage type to be
-the arithmetic type: none on bf16), 9 (a pack only on an NT contraction),
-and the epilogue's. `psk-split` checks a split against 8 and 5 on the
+the arithmetic type: none on bf16), and the epilogue's (the seed's 9, a
+pack only on an NT contraction, is lifted: an NN contraction's pack is a
+blocked panel, `presk.passes.pack`). `psk-split` checks a split against 8 and 5 on the
 kernel's actual loops.
 
 The epilogue. A contraction nest whose layout states `"epilogue": true`
@@ -479,7 +480,7 @@ def contraction_violation(
 
     A guard behind `psk-verify-layout` (`presk.passes.verify_layout`, which
     `HostLowering.check` runs first), restating what this lowering relies
-    on: conditions 3, 4, 7 and 9 of the seed (the split's 5 and 8 are
+    on: conditions 3, 4 and 7 of the seed (the split's 5 and 8 are
     checked on the kernel by `psk-split`; the epilogue's by `psk-epilogue`).
     """
     c, sizes = co.c, co.sizes
@@ -510,8 +511,6 @@ def contraction_violation(
             )
         columns, what = tl.n, f"the tile's {tl.n} columns"
     pack = layout.get("pack") is True
-    if pack and not c.nt:
-        return 9, "pack", "a pack copies operand 1 of an NT contraction (K innermost) to a panel; this contraction's operand 1 already runs along J"
     lanes = stated.get("lanes")
     if isinstance(lanes, int) and lanes != 1:
         if layout.get("form") == "row-wise":

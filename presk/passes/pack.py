@@ -1,11 +1,20 @@
-"""`psk-pack`: operand 1 of an NT contraction copied to a panel before the contraction runs.
+"""`psk-pack`: operand 1 of a contraction copied to a panel before the contraction runs.
 
 An NT contraction reads operand 1 as b[outer..., J, K]: along a tile's
 columns its elements are K apart, so lanes across J cannot load them
 together. With `pack: true` the host launches a copy kernel `pack` that
 writes b to a panel [outer..., K, J] (the bits unchanged), and the
-contraction reads the panel as NN. The kernel's buffer for operand 1
-becomes the panel's type; each launch of it gets the panel in its place.
+contraction reads the panel as NN.
+
+An NN contraction reads operand 1's rows in place, J apart: at J = 2048 a
+k-block of a tile's columns sits at an 8 KiB stride, in a handful of the
+caches' sets, and evicts itself. Packed, its operand 1 is a blocked panel
+[outer..., J/n, K, n] of the tile's n columns (the layout BLAS packs into),
+so each tile reads one contiguous stream; the contraction reads it through
+`rhs_block = n`.
+
+The kernel's buffer for operand 1 becomes the panel's type; each launch of
+it gets the panel in its place.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -40,7 +49,7 @@ from presk.passes.kernel_layout import (
 
 @dataclass
 class PackOperand(RewritePattern):
-    """An NT `psk_kernel.contract` whose kernel's layout packs: a panel for operand 1, and its copy launches."""
+    """A `psk_kernel.contract` whose kernel's layout packs: a panel for operand 1, and its copy launches."""
 
     module: ModuleOp
     copies: dict[tuple[MemRefType, MemRefType], str] = field(default_factory=dict)
@@ -49,16 +58,22 @@ class PackOperand(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ContractOp, rewriter: PatternRewriter) -> None:
         k = kernel_of(op)
-        if resolved(k).get("pack") is not True:
+        layout = resolved(k)
+        if layout.get("pack") is not True or op.block is not None:
             return
-        if op.nt is None:
-            raise refuse(k, 9, "pack", "a pack copies operand 1 of an NT contraction (K innermost) to a panel; this contraction's operand 1 already runs along J")
         source = op.rhs.type
         assert isinstance(source, MemRefType)
-        rank = len(source.get_shape())
-        order = [*range(rank - 2), rank - 1, rank - 2]
-        panel_type = MemRefType(source.element_type, [source.get_shape()[d] for d in order])
-        name = self.pack_kernel(k, source, panel_type, order)
+        shape = source.get_shape()
+        rank = len(shape)
+        if op.nt is not None:
+            order = [*range(rank - 2), rank - 1, rank - 2]
+            panel_type = MemRefType(source.element_type, [shape[d] for d in order])
+        else:
+            if layout.get("form") == "row-wise":
+                raise refuse(k, 3, "pack", "a row-wise contraction has no tile, so no blocked panel to read")
+            n = contraction.tiled_layout(layout).n
+            panel_type = MemRefType(source.element_type, [*shape[:-2], shape[-1] // n, shape[-2], n])
+        name = self.pack_kernel(k, source, panel_type, op.nt is not None)
         # The panel's buffer takes operand 1's place, or comes second when operand 1 has other readers.
         block = k.body.block
         old = op.rhs
@@ -82,16 +97,24 @@ class PackOperand(RewritePattern):
             else:
                 buffers[position] = panel.result
             launch.operands = buffers
-        axes = op.axes_of("rhs")
-        op.properties["rhs_axes"] = ArrayAttr([StringAttr(axes[d]) for d in order])
-        del op.properties["nt"]
+        if op.nt is not None:
+            axes = op.axes_of("rhs")
+            op.properties["rhs_axes"] = ArrayAttr([StringAttr(axes[d]) for d in order])
+            del op.properties["nt"]
+        else:
+            op.properties["rhs_block"] = IntegerAttr(panel_type.get_shape()[-1], i64)
         consume(k, ["pack"])
 
-    def pack_kernel(self, k: kernel.KernelOp, source: MemRefType, panel: MemRefType, order: list[int]) -> str:
+    def pack_kernel(self, k: kernel.KernelOp, source: MemRefType, panel: MemRefType, transposed: bool) -> str:
         key = (source, panel)
         if key not in self.copies:
             copy = kernel.KernelOp(fresh_name(self.module, "pack"), k.site.data, [source, panel])
-            contraction.emit_pack(KernelBuilder(copy.body.block), *copy.body.block.args, order)
+            kb, (source_arg, panel_arg) = KernelBuilder(copy.body.block), copy.body.block.args
+            if transposed:
+                rank = len(source.get_shape())
+                contraction.emit_pack(kb, source_arg, panel_arg, [*range(rank - 2), rank - 1, rank - 2])
+            else:
+                contraction.emit_blocked_pack(kb, source_arg, panel_arg)
             self.module.body.block.insert_op_before(copy, k)
             self.copies[key] = copy.sym_name.data
         return self.copies[key]
@@ -99,7 +122,7 @@ class PackOperand(RewritePattern):
 
 @dataclass(frozen=True)
 class PackOperands(ModulePass):
-    """Every NT contraction whose layout says `pack: true` reads a panel its host copies first."""
+    """Every contraction whose layout says `pack: true` reads a panel its host copies first."""
 
     name = "psk-pack"
 

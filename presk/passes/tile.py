@@ -46,14 +46,16 @@ TILE_DECISIONS = ("form", "tile", "kblock", "order", "lanes")
 def contraction_operands(op: ContractOp) -> contraction.ContractionOperands:
     """The axes and sizes of a structured contraction, from its properties and buffers."""
     sizes: dict[str, int] = {}
-    for which in ("lhs", "rhs", "out"):
+    for which in ("lhs", "out", "rhs")[: 2 if op.block is not None else 3]:  # a blocked panel's axes split J
         buffer = getattr(op, which).type
         assert isinstance(buffer, MemRefType)
         sizes.update(zip(op.axes_of(which), buffer.get_shape()))
     outer = tuple(a.data for a in op.outer.data)
     i, j, k = op.i.data, op.j.data, op.k.data
     c = Contraction(outer, i, j, k, sizes[j], sizes[k], op.nt is not None, False)
-    return contraction.ContractionOperands(c, op.axes_of("lhs"), op.axes_of("rhs"), op.axes_of("out"), sizes)
+    return contraction.ContractionOperands(
+        c, op.axes_of("lhs"), op.axes_of("rhs"), op.axes_of("out"), sizes, op.block
+    )
 
 
 def _operand(op: ContractOp, which: str, sizes: dict[str, int]) -> nests.Operand:

@@ -20,7 +20,9 @@ the sizes it is launched at, its realization and the machine, as the seed's
   need the storage type to be the arithmetic type: none of them on bf16;
 - condition 8: the split's loop at its depth is parallel, with two
   iterations or more;
-- condition 9: a pack only on an NT contraction;
+- condition 9 of the seed (a pack only on an NT contraction) is lifted:
+  on an NN contraction a pack copies operand 1 to a blocked panel
+  (`presk.passes.pack`), so any tiled contraction may state it;
 - the epilogue's: the add's other operand broadcasts into the product's
   output along J, I or the outer axes without widening it, and where the
   tile has lanes it runs along J as its innermost axis or not at all (with
@@ -73,7 +75,7 @@ from presk.lowering.softmax import jam_factor
 
 Json = Any
 
-CONDITIONS: tuple[int | str, ...] = (3, 4, 5, 7, 8, 9, "epilogue")
+CONDITIONS: tuple[int | str, ...] = (3, 4, 5, 7, 8, "epilogue")
 """The conditions this check evaluates, in the order it evaluates them."""
 
 FIRST_CHECK = "first check"
@@ -271,7 +273,7 @@ def site_loops(site: SiteOp, layout: Mapping[str, Json], env: Mapping[str, int],
 def layout_violation(site: SiteOp, env: Mapping[str, int], machine: Machine) -> LayoutViolation | None:
     """The first condition the site's layout violates at its bound shapes and realization, or None.
 
-    Conditions are evaluated in the order 3, 4, 5, 7, 8, 9, then the
+    Conditions are evaluated in the order 3, 4, 5, 7, 8, then the
     epilogue's. A layout the first check would refuse is reported as it
     would (condition `FIRST_CHECK`), so that nothing outside the domains is
     evaluated.
@@ -289,7 +291,6 @@ def layout_violation(site: SiteOp, env: Mapping[str, int], machine: Machine) -> 
             # J is unbound, so the form (tiled or row-wise) is decided at launch, and with it 3, 4, 7 and 8.
             checks = [
                 lambda: _condition_5(layout, machine),
-                lambda: _condition_9(shape, layout),
                 lambda: _structural_epilogue(site, layout),
             ]
         else:
@@ -299,7 +300,6 @@ def layout_violation(site: SiteOp, env: Mapping[str, int], machine: Machine) -> 
                 lambda: _condition_5(layout, machine),
                 lambda: _condition_7_contraction(layout, storage, arith),
                 lambda: _condition_8(site, layout, env),
-                lambda: _condition_9(shape, layout),
                 lambda: _epilogue(site, shape, layout, env),
             ]
     elif site.kind == "softmax":
@@ -457,16 +457,6 @@ def _condition_8(site: SiteOp, layout: Mapping[str, Json], env: Mapping[str, int
                 "a split divides a loop of two iterations or more",
             )  # fmt: skip
     return None
-
-
-def _condition_9(shape: Contraction, layout: Mapping[str, Json]) -> LayoutViolation | None:
-    if layout.get("pack") is not True or shape.nt:
-        return None
-    return LayoutViolation(
-        9, "pack",
-        f"a pack copies operand 1 of an NT contraction to a panel (..., K, J); this contraction's operand 1 "
-        f"already carries J ({shape.j}) innermost",
-    )  # fmt: skip
 
 
 def _epilogue(site: NestOp, shape: Contraction, layout: Mapping[str, Json], env: Mapping[str, int]) -> LayoutViolation | None:

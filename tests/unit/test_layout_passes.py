@@ -149,3 +149,40 @@ def test_pack_of_an_operand_the_contraction_also_reads_as_operand_0(tmp_path: Pa
     for runner in (NativeRunner(), KernelInterpreter().runner):
         (got,) = HostProgram(packed, runner)(inputs)
         assert got.tobytes() == expected.tobytes()
+
+
+SHARED_WEIGHT = """
+!X = !psk_core.tensor<[b: 3, i: 4, k: 24]>
+!W = !psk_core.tensor<[k: 24, j: 32]>
+!O = !psk_core.tensor<[b: 3, i: 4, j: 32]>
+func.func @shared(%x: !X, %w: !W) -> !O {
+  %0 = psk_core.ein %x[b, i, k], %w[k, j] : !O
+  func.return %0 : !O
+}
+"""
+
+
+@pytest.mark.parametrize("storage", ["f64", "f32", "bf16"])
+def test_blocked_pack_of_an_operand_without_the_outer_axes(tmp_path: Path, storage: str) -> None:
+    """An NN ein whose operand 1 carries no outer axis (one weight for every b): the blocked panel is
+    [J / n_j, K, n_j] = [4, 24, 8], read by every outer iteration, with the default's bits on both executors."""
+    program_path = tmp_path / "shared.mlir"
+    program_path.write_text(SHARED_WEIGHT)
+    program = load_program(str(program_path), [], [])
+    module, env = program.parsed.module, program.env
+    lanes = 1 if storage == "bf16" else 8
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        f'{{"realization": "{storage}", "layout": {{"shared/%0": {{"tile": [2, 8], "lanes": {lanes}, "pack": true}}}}}}'
+    )
+    packed = lower(module, "shared", env, plan_from_options(None, f"@{plan}"))
+    panels = {k.sym_name.data: [str(t) for t in k.body.block.arg_types] for k in packed.walk() if isinstance(k, kernel.KernelOp)}
+    element = {"f64": "f64", "f32": "f32", "bf16": "bf16"}[storage]
+    assert panels["pack"] == [f"memref<24x32x{element}>", f"memref<4x24x8x{element}>"]
+    assert panels["ein"][1] == f"memref<4x24x8x{element}>"
+    default = lower(module, "shared", env, plan_from_options(storage, None))
+    inputs = flatten_inputs(make_inputs(find_entry(module, "shared"), env, 0))
+    (expected,) = HostProgram(default, NativeRunner())(inputs)
+    for runner in (NativeRunner(), KernelInterpreter().runner):
+        (got,) = HostProgram(packed, runner)(inputs)
+        assert got.tobytes() == expected.tobytes()

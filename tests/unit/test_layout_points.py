@@ -49,7 +49,8 @@ the point's own workers).
 
 `Oracle` predicts, independently of `presk.passes.verify_layout` and the
 lowering, which conditions each point breaks, restating the seed's
-(3, 4, 5, 7, 8, 9) at the nest's shapes. Where the seed leaves a choice
+(3, 4, 5, 7, 8) at the nest's shapes; its 9 (a pack only on an NT
+contraction) is lifted, since an NN contraction's pack is a blocked panel. Where the seed leaves a choice
 open it follows the verifier's documented one: a row-wise contraction may
 state the tiled form's neutral values (tile [1, 1], k-block "none", order
 "IJ", pack false) and has one lane; the lanes allowed are 1 and this
@@ -282,8 +283,6 @@ class Oracle:
             blocks = {"I": (n.i // m, True), "J": (n.j // cols, True),
                       "K": (n.k // kblock if kblock != "none" else 1, False)}  # fmt: skip
             loops = [*outer_loops, *(blocks[c] for c in order), (n.k if kblock == "none" else kblock, False)]
-        if pack and not n.nt:
-            found.add(9)
         split = point.get("split")
         if isinstance(split, dict):
             p = self.machine.workers()

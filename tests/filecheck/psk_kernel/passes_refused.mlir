@@ -7,9 +7,9 @@
 // what is wrong, never a traceback. Each RUN line applies one pass to every
 // chunk; a chunk meant for another pass passes through it unchanged.
 
-// psk-pack: a pack on an NN contraction (condition 9)
-// PACK: error: E7002: nest "f/%0", decision "pack": condition 9: a pack copies operand 1 of an NT contraction (K innermost) to a panel; this contraction's operand 1 already runs along J
-psk_kernel.kernel @dot(%0: memref<4x8xf32>, %1: memref<8x16xf32>, %2: memref<4x16xf32>) "f/%0" attributes {layout = #psk_realize.layout<pack = true, default(form = "tiled", tile = [1, 8])>} {
+// psk-pack: a pack on a row-wise contraction, which has no tile to block its operand 1 by (condition 3)
+// PACK: error: E7002: nest "f/%0", decision "pack": condition 3: a row-wise contraction has no tile, so no blocked panel to read
+psk_kernel.kernel @dot(%0: memref<4x8xf32>, %1: memref<8x16xf32>, %2: memref<4x16xf32>) "f/%0" attributes {layout = #psk_realize.layout<pack = true, default(form = "row-wise")>} {
   psk_kernel.contract %0, %1 -> %2 {outer = [], i = "i", j = "j", k = "k", lhs_axes = ["i", "k"], rhs_axes = ["k", "j"], out_axes = ["i", "j"], arith_type = f32} : memref<4x8xf32>, memref<8x16xf32> -> memref<4x16xf32>
 }
 

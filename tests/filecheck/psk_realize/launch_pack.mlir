@@ -1,9 +1,11 @@
 // RUN: env PRESK_THREADS=2 presk-opt %s --split-input-file --verify-diagnostics -p psk-verify-layout
 //
-// Condition 9, at launch: a pack (operand 1 copied to a panel with the axes
-// (the outer axes it carries..., K, J)) only on an NT contraction, whose
-// operand 1 carries K innermost. A dot's operand 1 and attention's values
-// carry J innermost already.
+// The pack at launch. On an NT contraction operand 1 is copied to a panel
+// with the axes (the outer axes it carries..., K, J); on an NN one (a dot,
+// attention's values) to a blocked panel (..., J/n_j, K, n_j). The seed's
+// condition 9 (a pack only on an NT contraction) is lifted, so both are
+// accepted; a row-wise contraction's pack is condition 3's
+// (launch_tile.mlir).
 
 // accepted: attention's scores (NT), packed, with and without lanes; false anywhere
 !Q = !psk_core.tensor<[batch: 2, heads: 2, seq: 16, hd: 32]>
@@ -44,30 +46,21 @@ func.func @f(%x: !X, %w: !W) -> !O {
 
 // -----
 
-// a pack on a dot
+// accepted: a pack on a dot (its default tile [1, 8]) and on attention's values (NN): blocked panels
 !A = !psk_core.tensor<[i: 4, k: 8]>
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
-func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": condition 9: a pack copies operand 1 of an NT contraction to a panel (..., K, J); this contraction's operand 1 already carries J (j) innermost}}
+!P = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, seq2: 8]>
+!V = !psk_core.tensor<[batch: 2, heads: 2, seq2: 8, hd: 16]>
+!R = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, hd: 16]>
+func.func @f(%a: !A, %w: !W, %p: !P, %v: !V) -> (!O, !R) {
   %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <pack = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
   }
-  func.return %0 : !O
-}
-
-// -----
-
-// a pack on attention's values (NN)
-!P = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, seq2: 8]>
-!V = !psk_core.tensor<[batch: 2, heads: 2, seq2: 8, hd: 16]>
-!O = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, hd: 16]>
-func.func @f(%p: !P, %v: !V) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": condition 9: a pack copies operand 1 of an NT contraction to a panel (..., K, J); this contraction's operand 1 already carries J (hd) innermost}}
-  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [4, 16], lanes = 8, pack = true> : !O {
-    %0 = psk_core.ein %p[batch, heads, seq, seq2], %v[batch, heads, seq2, hd] : !O
-    psk_realize.yield %0 : !O
+  %1 = psk_realize.nest "f/%1" realize <f32, f32> layout <tile = [4, 16], lanes = 8, pack = true> : !R {
+    %1 = psk_core.ein %p[batch, heads, seq, seq2], %v[batch, heads, seq2, hd] : !R
+    psk_realize.yield %1 : !R
   }
-  func.return %0 : !O
+  func.return %0, %1 : !O, !R
 }

@@ -6,7 +6,7 @@
 // and an ein whose output is the outer axes, then I, then J, summed over one
 // K, with operand 1 NN ((..., K, J): attention's values) or NT ((..., J, K):
 // attention's scores). Each accepts every contraction decision at once, in
-// its domain (a pack on an NN nest or a tile with the row-wise form is a
+// its domain (a tile or a pack with the row-wise form is a
 // condition of the launch, not of the first check), and prints and reads
 // back what it states.
 
