@@ -2,6 +2,7 @@
 
     python bench/bench_gemm.py                               # f32 and f64, 512/1024/2048, 1 and 2 threads
     python bench/bench_gemm.py --sizes 1024 --threads 2 --dtypes f32 --rounds 9
+    python bench/bench_gemm.py --sizes 2048 --points '[{"tile": [8, 32], "lanes": 16, "order": "JI", "pack": true}]'
 
 For each thread count the script runs itself in a fresh process (numpy's
 OpenBLAS reads its thread count when it is imported): `OPENBLAS_NUM_THREADS`,
@@ -80,12 +81,24 @@ def _space(kind: str, dtype: str, widths: tuple[int, ...]) -> list[dict[str, Any
     return points
 
 
+def _points(text: str) -> list[dict[str, Any]]:
+    """`--points`: a JSON list of layouts (objects)."""
+    try:
+        points = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+    if not isinstance(points, list) or not points or not all(isinstance(p, dict) for p in points):
+        raise argparse.ArgumentTypeError("a non-empty JSON list of layouts, e.g. '[{\"tile\": [8, 32], \"lanes\": 16}]'")
+    return points
+
+
 def _label(layout: dict[str, Any] | None) -> str:
     if layout is None:
         return "default"
-    kb = layout["kblock"]
-    return f"tile {layout['tile']}, lanes {layout['lanes']}, " + (
-        f"order {layout['order']}" if kb == "none" else f"k-block {kb} {layout['order']}"
+    kb = layout.get("kblock", "none")
+    order = layout.get("order", "IJ" if kb == "none" else "IJK")
+    return f"tile {layout.get('tile', 'default')}, lanes {layout.get('lanes', 'widest')}, " + (
+        f"order {order}" if kb == "none" else f"k-block {kb} {order}"
     ) + (", packed" if layout.get("pack") else "")
 
 
@@ -124,7 +137,7 @@ def _worker(args: argparse.Namespace) -> None:
                     plan["layout"] = {"gemm/%0": layout}
                 return HostProgram(lower(parsed.module, "gemm", env, parse_plan(plan, "bench_gemm")), runner)
 
-            points = _space(args.space, dtype, machine.lane_widths(dtype))
+            points = args.points if args.points is not None else _space(args.space, dtype, machine.lane_widths(dtype))
 
             def progress(p: int, seconds: float, dtype: str = dtype, n: int = n, total: int = len(points)) -> None:
                 if sys.stderr.isatty():
@@ -186,6 +199,8 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--dtypes", default="f32,f64", help="f32, f64 or both (default f32,f64)")
     parser.add_argument("--space", choices=("quick", "full"), default="quick")
+    parser.add_argument("--points", metavar="JSON", type=_points,
+                        help="sweep these layouts (a JSON list) instead of --space, e.g. to time a run's best points again")
     parser.add_argument("--screen", type=positive_int, default=3,
                         help="timed calls per point in the sweep (default 3)")
     parser.add_argument("--rounds", type=positive_int, default=9, help="rounds of the side-by-side timing (default 9)")
@@ -210,6 +225,8 @@ def main() -> None:
 
     worker_args = ["--sizes", ",".join(map(str, args.sizes)), "--dtypes", ",".join(args.dtypes), "--space", args.space,
                    "--screen", str(args.screen), "--rounds", str(args.rounds), "--block", str(args.block)]  # fmt: skip
+    if args.points is not None:
+        worker_args += ["--points", json.dumps(args.points)]
     records = run_per_thread_count(__file__, [int(t) for t in str(args.threads).split(",")], worker_args, report)
     print()
     print(_table(records))

@@ -5,9 +5,10 @@ and a softmax as one `psk_kernel.softmax` inside their kernels, the way
 MLIR's linalg names a matmul before tiling it; the kernel carries the
 nest's layout (`layout = #psk_realize.layout<...>`). The layout passes then
 rewrite them: `psk-epilogue` folds the add that alone reads a product into
-its `contract`, `psk-pack` gives a `contract` a panel for operand 1, `psk-tile` turns
-a `contract` into its loop nest at the layout's form, tile, k-block and
-order, and `psk-softmax-passes` a `softmax` into its two or three passes.
+its `contract`, `psk-pack` gives a `contract` a panel for operand 1,
+`psk-tile` turns a `contract` into its loop nest at the layout's form,
+tile, k-block and order, and `psk-softmax-passes` a `softmax` into its two
+or three passes.
 Neither executor runs a structured op: they exist between passes.
 
     psk_kernel.contract %0, %1 -> %2 <{i = "i", j = "j", k = "__k", outer = [],
@@ -45,9 +46,9 @@ class ContractOp(IRDLOperation):
     Each buffer's axes are named (`lhs_axes`, ...); `nt` marks an operand 1
     that carries K innermost; `rhs_block = n` an operand 1 read from a
     blocked panel [outer..., J/n, K, n] (`psk-pack` on an NN contraction),
-    its axes still named [outer..., K, J]. The addend is a buffer (its PSK-Core type in
-    `addend_type`, for its broadcasting) or a literal (`addend_literal`);
-    `product_first` keeps the add's operand order.
+    its axes still named [outer..., K, J]. The addend is a buffer (its
+    PSK-Core type in `addend_type`, for its broadcasting) or a literal
+    (`addend_literal`); `product_first` keeps the add's operand order.
     """
 
     name = "psk_kernel.contract"

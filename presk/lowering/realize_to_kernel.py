@@ -29,8 +29,8 @@ row-wise form has one lane), 7 (the row-wise form, a k-block loop enclosing
 the I or J block loop, and two softmax passes need the storage type to be
 the arithmetic type: none on bf16), and the epilogue's (the seed's 9, a
 pack only on an NT contraction, is lifted: an NN contraction's pack is a
-blocked panel, `presk.passes.pack`). `psk-split` checks a split against 8 and 5 on the
-kernel's actual loops.
+blocked panel, `presk.passes.pack`). `psk-split` checks a split against 8
+and 5 on the kernel's actual loops.
 
 The epilogue. A contraction nest whose layout states `"epilogue": true`
 is lowered as any other, and the add that reads it too: `psk-epilogue`

@@ -47,6 +47,11 @@ from presk.passes.kernel_layout import (
 )
 
 
+def _swap_last_two(rank: int) -> list[int]:
+    """The transposed panel's axes: operand 1's outer axes, then K, then J."""
+    return [*range(rank - 2), rank - 1, rank - 2]
+
+
 @dataclass
 class PackOperand(RewritePattern):
     """A `psk_kernel.contract` whose kernel's layout packs: a panel for operand 1, and its copy launches."""
@@ -64,16 +69,15 @@ class PackOperand(RewritePattern):
         source = op.rhs.type
         assert isinstance(source, MemRefType)
         shape = source.get_shape()
-        rank = len(shape)
-        if op.nt is not None:
-            order = [*range(rank - 2), rank - 1, rank - 2]
-            panel_type = MemRefType(source.element_type, [shape[d] for d in order])
+        transposed = op.nt is not None
+        if transposed:
+            panel_type = MemRefType(source.element_type, [shape[d] for d in _swap_last_two(len(shape))])
         else:
             if layout.get("form") == "row-wise":
                 raise refuse(k, 3, "pack", "a row-wise contraction has no tile, so no blocked panel to read")
             n = contraction.tiled_layout(layout).n
             panel_type = MemRefType(source.element_type, [*shape[:-2], shape[-1] // n, shape[-2], n])
-        name = self.pack_kernel(k, source, panel_type, op.nt is not None)
+        name = self.pack_kernel(k, source, panel_type, transposed)
         # The panel's buffer takes operand 1's place, or comes second when operand 1 has other readers.
         block = k.body.block
         old = op.rhs
@@ -97,9 +101,9 @@ class PackOperand(RewritePattern):
             else:
                 buffers[position] = panel.result
             launch.operands = buffers
-        if op.nt is not None:
+        if transposed:
             axes = op.axes_of("rhs")
-            op.properties["rhs_axes"] = ArrayAttr([StringAttr(axes[d]) for d in order])
+            op.properties["rhs_axes"] = ArrayAttr([StringAttr(axes[d]) for d in _swap_last_two(len(axes))])
             del op.properties["nt"]
         else:
             op.properties["rhs_block"] = IntegerAttr(panel_type.get_shape()[-1], i64)
@@ -111,8 +115,7 @@ class PackOperand(RewritePattern):
             copy = kernel.KernelOp(fresh_name(self.module, "pack"), k.site.data, [source, panel])
             kb, (source_arg, panel_arg) = KernelBuilder(copy.body.block), copy.body.block.args
             if transposed:
-                rank = len(source.get_shape())
-                contraction.emit_pack(kb, source_arg, panel_arg, [*range(rank - 2), rank - 1, rank - 2])
+                contraction.emit_pack(kb, source_arg, panel_arg, _swap_last_two(len(source.get_shape())))
             else:
                 contraction.emit_blocked_pack(kb, source_arg, panel_arg)
             self.module.body.block.insert_op_before(copy, k)

@@ -24,12 +24,20 @@ def test_counts_below_one_are_usage_errors(text: str, message: str) -> None:
     assert positive_int("7") == 7
 
 
-def test_a_bench_script_refuses_a_zero_block_without_a_traceback() -> None:
+@pytest.mark.parametrize(
+    "argument, message",
+    [
+        (["--block", "0"], "argument --block: expected at least 1, got 0"),
+        (["--points", "[1]"], "argument --points: a non-empty JSON list of layouts"),
+        (["--points", "{tile"], "argument --points: not JSON"),
+    ],
+)
+def test_a_bench_script_refuses_bad_arguments_without_a_traceback(argument: list[str], message: str) -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_gemm.py"), "--block", "0"], capture_output=True, text=True
+        [sys.executable, str(ROOT / "bench" / "bench_gemm.py"), *argument], capture_output=True, text=True
     )
     assert done.returncode == 2
-    assert "argument --block: expected at least 1, got 0" in done.stderr
+    assert message in done.stderr
     assert "Traceback" not in done.stderr
 
 
