@@ -41,8 +41,9 @@ split: the executor's default, or `{"depth": 1, "workers": threads}` when
 there are two threads or more.
 `--space quick` (default): tiles [8, 32], [8, 16], [4, 32], [2, 32], [4, 16], [2, 16], [4, 8],
 [1, 16], vector lanes only, no k-block (IJ, JI) or a k-block with IJK / JIK / JKI, scores
-always packed, values with and without the pack. `--space full`: tile [1, 1] or m_i ∈ {1, 2, 4, 8} × n_j ∈
-{4, 8, 16, 32}, lanes 1 or a register width, every order, pack true/false.
+always packed, values with and without the pack. `--space full`: tile [1, 1] or
+m_i ∈ {1, 2, 4, 8} × n_j ∈ {4, 8, 16, 32}, lanes 1 or a register width, every order,
+pack true/false.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ two softmax passes only where the storage type is the arithmetic type), 8
 (the split's loop is parallel with two iterations or more) and the
 epilogue's, each accepted and refused. The seed's 9 (a pack only on an NT
 contraction) is lifted: an NN contraction's pack is a blocked panel, and
-a pack is accepted on every tiled contraction. The
-machine-dependent conditions run on two fake machines, an AVX2 one (256-bit
+a pack is accepted on every tiled contraction. The machine-dependent
+conditions run on two fake machines, an AVX2 one (256-bit
 registers: f32 lanes 8, f64 lanes 4) and an AVX-512 one (f32 8 and 16, f64
 4 and 8), never on the host's, so the tests mean the same everywhere.
 
