@@ -41,7 +41,7 @@ def jam_factor(count: int) -> int:
     factor = JAM_ROWS
     while factor > 1 and count % factor:
         factor //= 2
-    return max(factor, 1)
+    return factor
 
 
 @contextmanager

@@ -46,7 +46,8 @@ TILE_DECISIONS = ("form", "tile", "kblock", "order", "lanes")
 def contraction_operands(op: ContractOp) -> contraction.ContractionOperands:
     """The axes and sizes of a structured contraction, from its properties and buffers."""
     sizes: dict[str, int] = {}
-    for which in ("lhs", "out", "rhs")[: 2 if op.block is not None else 3]:  # a blocked panel's axes split J
+    # A blocked panel's shape splits J, so its sizes are read off the other two.
+    for which in ("lhs", "out") if op.block is not None else ("lhs", "out", "rhs"):
         buffer = getattr(op, which).type
         assert isinstance(buffer, MemRefType)
         sizes.update(zip(op.axes_of(which), buffer.get_shape()))

@@ -52,11 +52,10 @@ lowering, which conditions each point breaks, restating the seed's
 (3, 4, 5, 7, 8) at the nest's shapes; its 9 (a pack only on an NT
 contraction) is lifted, since an NN contraction's pack is a blocked panel.
 Where the seed leaves a choice open it follows the verifier's documented
-one: a row-wise contraction may
-state the tiled form's neutral values (tile [1, 1], k-block "none", order
-"IJ", pack false) and has one lane; the lanes allowed are 1 and this
-machine's register widths for the storage type (`Machine.lane_widths`;
-none for bf16); the loops a split's depth counts are the outer axes, then
+one: a row-wise contraction may state the tiled form's neutral values (tile
+[1, 1], k-block "none", order "IJ", pack false) and has one lane; the
+lanes allowed are 1 and this machine's register widths for the storage
+type (`Machine.lane_widths`; none for bf16); the loops a split's depth counts are the outer axes, then
 the block loops in the order (the k-block loop is serial), then the loop
 over K; row-wise, the outer axes, I, K (serial), J. Refused points must be
 exactly the oracle's, and each refusal must name one of the conditions the

@@ -150,7 +150,7 @@ def test_running_sums_vectorised_where_expected() -> None:
     loops = serial_loops(kernels["softmax"])
     plans = [kernel_to_llvm.ordered_sums(loop, machine) for loop in loops]
     maxima, sums = plans[:-1], plans[-1]
-    assert all(p is None for p in maxima)  # one running maximum per row: LLVM vectorises those itself
+    assert all(p is None for p in maxima)  # one running maximum per row: `running_maximum`'s, not running sums
     assert sums is not None and len(sums.terms) == softmax.jam_factor(64)
     ir = kernel_to_llvm.translate_kernel(kernels["softmax"], machine)
     assert ".sums.body" in ir and "shufflevector" in ir and "llvm.prefetch" in ir

@@ -8,6 +8,9 @@ dispatcher every mixin calls back into to translate a loop body.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
 from llvmlite import ir
 from xdsl.ir import Operation, SSAValue
 
@@ -67,6 +70,15 @@ class TranslatorBase:
         self.fn.blocks.remove(exit_)
         self.fn.blocks.append(exit_)
         self.builder.position_at_end(exit_)
+
+    @contextmanager
+    def in_vector_form(self, vector_loads: Iterable[Operation], lanes: int) -> Iterator[None]:
+        """Translate a loop body as vectors of `lanes` along its loop: `vector_loads` read consecutive elements."""
+        self.vector_loads, self.lanes = set(vector_loads), lanes
+        try:
+            yield
+        finally:
+            self.vector_loads, self.lanes = set(), 0
 
     def metadata(self, *operands: object) -> ir.MDValue:
         return self.module.add_metadata(list(operands))

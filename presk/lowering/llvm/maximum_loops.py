@@ -121,10 +121,8 @@ class MaximumLoops(ScalarLoops):
             nan.add_incoming(ir.Constant(flags, [0] * lanes), before)
             seen.append(nan)
         block = op.body.block
-        self.vector_loads = set(plan.vector_loads)
-        self.lanes = lanes
         updated, nans = [], []
-        try:
+        with self.in_vector_form(plan.vector_loads, lanes):
             for u in range(ACCUMULATORS):
                 self.values[block.args[0]] = b.add(iv, I64(u * lanes), flags=["nuw", "nsw"]) if u else iv
                 for inner in block.ops:
@@ -133,9 +131,6 @@ class MaximumLoops(ScalarLoops):
                 x = self.splat(self.value(plan.term), lanes)
                 updated.append(_machine_max(b, maxima[u], x))
                 nans.append(b.or_(seen[u], b.fcmp_unordered("uno", x, x)))
-        finally:
-            self.vector_loads = set()
-            self.lanes = 0
         latch = b.block
         following = b.add(iv, I64(width), name=f"{label}.next", flags=["nuw", "nsw"])
         b.cbranch(b.icmp_signed("<", following, I64(first + whole)), body, exit_)

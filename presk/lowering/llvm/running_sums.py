@@ -190,18 +190,15 @@ class RunningSumLoops(ScalarLoops):
 
         block = op.body.block
         self.values[block.args[0]] = iv
-        self.vector_loads = set(plan.vector_loads)
-        self.lanes = lanes
         self.prefetching = any(inner.name in MATH and inner.name != "math.sqrt" for inner in block.ops)
         try:
-            for inner in block.ops:
-                if inner is block.last_op or inner in plan.adds:
-                    continue
-                self.op(inner)
-            terms = [self.splat(self.value(t), lanes) for t in plan.terms]
+            with self.in_vector_form(plan.vector_loads, lanes):
+                for inner in block.ops:
+                    if inner is block.last_op or inner in plan.adds:
+                        continue
+                    self.op(inner)
+                terms = [self.splat(self.value(t), lanes) for t in plan.terms]
         finally:
-            self.vector_loads = set()
-            self.lanes = 0
             self.prefetching = False
         for n, g in enumerate(range(0, len(terms), group)):
             rows = terms[g : g + group]

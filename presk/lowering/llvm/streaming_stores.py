@@ -146,17 +146,14 @@ class StreamingLoops(ScalarLoops, MemoryAccess):
         index = b.phi(I64, name=f"{label}.i")
         index.add_incoming(mid, before)
         self.values[iv] = index
-        self.vector_loads = set(plan.vector_loads)
         self.streaming_stores = set(plan.stores)
-        self.lanes = lanes
         try:
-            for inner in block.ops:
-                if inner is not block.last_op:
-                    self.op(inner)
+            with self.in_vector_form(plan.vector_loads, lanes):
+                for inner in block.ops:
+                    if inner is not block.last_op:
+                        self.op(inner)
         finally:
-            self.vector_loads = set()
             self.streaming_stores = set()
-            self.lanes = 0
         latch = b.block
         following = b.add(index, I64(lanes), name=f"{label}.next", flags=["nuw", "nsw"])
         b.cbranch(b.icmp_signed("<", following, end), body, exit_)
