@@ -35,7 +35,7 @@ of that point.
 The swept space, per `ein` (K = hd = 64 for scores, so only a k-block of 32
 divides it; K = T for values, 32 and 128): tiles from the layout domain
 (`presk/dialects/psk_realize_layout.py`), lanes from this machine's register
-widths (`host_machine().lane_widths("f32")`) dividing n_j, k-blocks with
+widths (`target_machine().lane_widths("f32")`) dividing n_j, k-blocks with
 their orders, the pack (lanes on the NT scores need it), and the
 split: the executor's default, or `{"depth": 1, "workers": threads}` when
 there are two threads or more.
@@ -149,7 +149,7 @@ def _worker(args: argparse.Namespace) -> None:
     from timing import side_by_side, sweep, torch_or_none
 
     from presk import sizes
-    from presk.cost.machine import host_machine
+    from presk.target import target_machine
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram
@@ -163,7 +163,7 @@ def _worker(args: argparse.Namespace) -> None:
     parsed = parse_module(presk_context(), path.read_text(), str(path))
     env = sizes.resolve(parsed.module, {}, args.dims)
     b, t = args.dims["B"], args.dims["T"]
-    machine = host_machine()
+    machine = target_machine()
     runner = NativeRunner()
     rng = np.random.default_rng(5)
     shapes = {

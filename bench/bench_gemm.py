@@ -108,7 +108,7 @@ def _worker(args: argparse.Namespace) -> None:
     from timing import side_by_side, sweep, torch_or_none
 
     from presk import sizes
-    from presk.cost.machine import host_machine
+    from presk.target import target_machine
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram
@@ -120,7 +120,7 @@ def _worker(args: argparse.Namespace) -> None:
 
     path = ROOT / "bench" / "programs" / "gemm.mlir"
     parsed = parse_module(presk_context(), path.read_text(), str(path))
-    machine = host_machine()
+    machine = target_machine()
     runner = NativeRunner()
     for dtype in args.dtypes:
         np_dtype = np.float32 if dtype == "f32" else np.float64

@@ -91,10 +91,10 @@ def _dump(args: argparse.Namespace, stage: str, plan: Any) -> int:
         if stage == "kernel":
             sys.stdout.write(print_module(kernels, {}))
         else:
-            from presk.cost.machine import host_machine
+            from presk.target import target_machine
             from presk.lowering.kernel_to_llvm import translate_module
 
-            sys.stdout.write(translate_module(kernels, host_machine()))
+            sys.stdout.write(translate_module(kernels, target_machine()))
         return 0
     if args.dim or args.const:
         bind = BindSizes(dims=",".join(args.dim), consts=",".join(args.const))

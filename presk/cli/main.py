@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from presk.cli import bench, dump, launches, run
 from presk.cli.guard import run_guarded
+from presk.cli.march import add_march_argument, apply_march
 
 SUBCOMMANDS = (run, dump, launches, bench)
 
@@ -25,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in SUBCOMMANDS:
         command.add_parser(subparsers)
+    for subparser in subparsers.choices.values():
+        add_march_argument(subparser)
     return parser
 
 
@@ -35,6 +38,7 @@ def _run(argv: Sequence[str] | None) -> int:
     if args.command is None or handler is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    apply_march(args.march)
     return int(handler(args))
 
 

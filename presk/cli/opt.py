@@ -27,6 +27,7 @@ from xdsl.xdsl_opt_main import VersionAction, xDSLOptMain
 
 from presk.cli.expected import check_diagnostics, collect_expectations
 from presk.cli.guard import EXIT_ERROR, run_guarded
+from presk.cli.march import add_march_argument, apply_march
 from presk.cli.pipeline import build_pipeline, mlir_pipeline_to_xdsl
 from presk.cli.split import SPLIT_MARKER, Chunk, split_input
 from presk.diagnostics import PreskError
@@ -93,6 +94,7 @@ class PreskOptMain(xDSLOptMain):
         add("--print-between-passes", action="store_true", help="print the IR after each pass to standard error")
         add("--time-passes", action="store_true", help="print how long each pass took to standard error")
         add("--syntax-highlight", action="store_true", help="colour the output (prints without aliases)")
+        add_march_argument(arg_parser)
         add("-t", "--target", default="mlir", help=f"output target: {', '.join(self.available_targets)}")
         add("-v", "--version", action=VersionAction, version_format=self.version_format)
 
@@ -118,6 +120,7 @@ class PreskOptMain(xDSLOptMain):
     # -- running ---------------------------------------------------------------
 
     def run(self) -> int:  # type: ignore[override]  # xDSL's returns None
+        apply_march(self.args.march)
         filename, text = self._read_input()
         outputs: list[str] = []
         failed = False

@@ -36,7 +36,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import IntegerAttr, VectorType
 from xdsl.ir import Block, Operation
 
-from presk.cost.machine import Machine
+from presk.target import Machine
 from presk.dialects.psk_kernel import WORKERS, KernelOp
 from presk.lowering.kernel_to_llvm import split_loop, trip_count
 

@@ -54,6 +54,9 @@ ORDERS_WITHOUT_KBLOCK = ("IJ", "JI")
 ORDERS_WITH_KBLOCK = tuple("".join(p) for p in permutations("IJK"))
 LANES = (1, 2, 4, 8, 16)
 """Every width some register has; whether this machine's register has it is checked at launch."""
+FULL_LANES = "full"
+"""A plan's `"lanes": "full"`: the register's width on the machine that realizes the plan (`psk-realize`
+replaces it with that number), so that one plan runs on AVX2 and on AVX-512."""
 MAX_SPLIT_DEPTH = 2
 PASSES = (2, 3)
 
@@ -89,9 +92,9 @@ def _check_order(value: Json) -> str | None:
 
 
 def _check_lanes(value: Json) -> str | None:
-    if _is_int(value) and value in LANES:
+    if (_is_int(value) and value in LANES) or value == FULL_LANES:
         return None
-    return f"lanes are 1 or a register's width (2, 4, 8, 16), not {_show(value)}"
+    return f"lanes are 1, a register's width (2, 4, 8, 16) or full, not {_show(value)}"
 
 
 def _check_split(value: Json) -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from presk.cost.machine import CACHE_LINE
+from presk.target import CACHE_LINE
 from presk.diagnostics import PreskError
 
 

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from presk.cost.machine import Machine, host_machine, initialize_llvm
+from presk.target import Machine, require_native, target_machine
 from presk.diagnostics import PreskError
 
 KernelFunction = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -62,6 +62,30 @@ _HEADER = struct.Struct("<16s32sQ")
 _MAGIC = b"PRESKOBJ\x00\x00\x00\x00\x00\x00\x00\x01"
 
 _LLVM_LOCK = threading.RLock()
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def initialize_llvm() -> None:
+    """Initialise llvmlite for native code generation, once per process.
+
+    llvmlite 0.45+ initialises LLVM's core itself and `llvm.initialize()`
+    raises; only the native target and its assembly printer remain to set up.
+    A throwaway MCJIT engine is also created once: creating an engine is what
+    makes LLVM load the process's own symbols (`LoadLibraryPermanently(nullptr)`),
+    and until then `llvm.address_of_symbol("expf")` returns None, which would
+    make the JIT's unresolved-symbol check refuse every libm call.
+    """
+    global _initialized
+    with _init_lock:
+        if _initialized:
+            return
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target_machine = llvm.Target.from_default_triple().create_target_machine(jit=True)
+        llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine).close()
+        _initialized = True
 
 INTRINSIC_FAMILIES: tuple[str, ...] = (
     "llvm.fma.", "llvm.fmuladd.", "llvm.sqrt.", "llvm.fabs.", "llvm.copysign.",
@@ -255,7 +279,7 @@ class JitEngine:
         disk_cache: bool = True,
     ) -> None:
         initialize_llvm()
-        self.machine = machine if machine is not None else host_machine()
+        self.machine = machine if machine is not None else target_machine()
         self.stats = EngineStats()
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._disk = _DiskCache(self.cache_dir, self.stats) if disk_cache else None
@@ -295,7 +319,12 @@ class JitEngine:
         return digest.hexdigest()
 
     def compile(self, ir: str, layout_key: str = "") -> CompiledModule:
-        """Compile (or fetch) the module of `ir`; an `E5001` PreskError if it cannot be."""
+        """Compile (or fetch) the module of `ir`; an `E5001` PreskError if it cannot be.
+
+        `E5002` when the engine's target needs features this host lacks: its
+        code would die on an illegal instruction.
+        """
+        require_native(self.machine)
         ir = str(ir)
         key = self.cache_key(ir, layout_key)
         compiled = self._modules.get(key)

@@ -44,7 +44,7 @@ from presk.cost.kernel_cost import (
     declared_workers,
     weighted_operations,
 )
-from presk.cost.machine import Machine
+from presk.target import Machine
 from presk.dialects.psk_kernel import KernelOp
 from presk.jit.buffers import BufferSpec, check_buffers
 from presk.jit.engine import CompiledKernel, JitEngine

@@ -10,7 +10,7 @@ from __future__ import annotations
 from xdsl.dialects.builtin import ModuleOp
 
 from presk import sizes
-from presk.cost.machine import Machine, host_machine
+from presk.target import Machine, target_machine
 from presk.ir.context import presk_context
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.bind import BindSizes
@@ -34,7 +34,7 @@ def apply_layouts(kernels: ModuleOp, machine: Machine | None = None) -> None:
     register widths are checked against.
     """
     ctx = presk_context()
-    machine = machine or host_machine()
+    machine = machine or target_machine()
     for layout_pass in (FoldEpilogues(), PackOperands(), TileContractions(), SoftmaxPasses()):
         layout_pass.apply(ctx, kernels)
     split_kernels(kernels, machine)

@@ -63,7 +63,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from presk import sizes as size_env
-from presk.cost.machine import Machine, host_machine
+from presk.target import Machine, target_machine
 from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
 from presk.dialects import psk_kernel as kernel
@@ -273,7 +273,7 @@ class HostLowering:
     def machine(self) -> Machine:
         """The machine the layout is checked against (lane widths, workers): the host, unless given."""
         if self._machine is None:
-            self._machine = host_machine()
+            self._machine = target_machine()
         return self._machine
 
     def refuse(self, site: SiteOp, violation: Violation) -> PreskError:

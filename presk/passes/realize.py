@@ -34,12 +34,24 @@ from presk.dialects.psk_realize import (
     layout_error,
     resolved_defaults,
 )
-from presk.dialects.psk_realize_layout import layout_violation
+from presk.dialects.psk_realize_layout import FULL_LANES, Json, layout_violation
 from presk.dialects.psk_realize_nests import LAUNCHING_OPS, is_elementwise
 from presk.interp.realized import DEFAULT_ATTRIBUTE
 from presk.ir.locations import error_at
 from presk.ir.verify import exception_message
 from presk.plans import Plan, plan_from_options
+from presk.target import target_machine
+
+
+def with_full_lanes(decisions: dict[str, Json], storage: str) -> dict[str, Json]:
+    """`decisions` with `"lanes": "full"` made the target's register width for `storage` (1 for bf16).
+
+    Resolved here, where the plan meets the machine, so that every later
+    check and pass reads a number, and one that the target has.
+    """
+    if decisions.get("lanes") != FULL_LANES:
+        return decisions
+    return {**decisions, "lanes": target_machine().register_width(storage)}
 
 
 def sites_of(module: ModuleOp) -> dict[str, SiteOp]:
@@ -83,7 +95,7 @@ def apply_plan(module: ModuleOp, plan: Plan) -> None:
             raise _unknown_nest(plan, module, nest)
         if (violation := layout_violation(sites[nest].kind, decisions)) is not None:
             raise error_at(sites[nest], "E7002", f"{plan.source}: " + layout_error(nest, *violation)[len("E7002: ") :])
-        sites[nest].layout = LayoutAttr(decisions)
+        sites[nest].layout = LayoutAttr(with_full_lanes(decisions, plan.realization.type_of(nest)))
     for op in sites.values():
         try:
             op.verify_()

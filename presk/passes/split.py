@@ -25,7 +25,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
 
-from presk.cost.machine import Machine, host_machine
+from presk.target import Machine, target_machine
 from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_kernel import PARALLEL, WORKERS
 from presk.dialects.psk_kernel_structured import STRUCTURED_OPS
@@ -98,7 +98,7 @@ class SplitLoops(ModulePass):
     name = "psk-split"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        split_kernels(op, host_machine())
+        split_kernels(op, target_machine())
 
 
 def split_kernels(module: ModuleOp, machine: Machine) -> None:

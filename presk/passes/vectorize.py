@@ -79,7 +79,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.transforms.dead_code_elimination import dce
 
-from presk.cost.machine import Machine, host_machine
+from presk.target import Machine, target_machine
 from presk.ir.locations import error_at
 from presk.passes.kernel_layout import kernels, refuse, stated
 
@@ -583,7 +583,7 @@ class VectorizeContractions(ModulePass):
     machine: Machine | None = field(default=None, compare=False)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        machine = self.machine if self.machine is not None else host_machine()
+        machine = self.machine if self.machine is not None else target_machine()
         for k in kernels(op):  # lanes still pending live on a structured contract: psk-tile records them
             if isinstance(stated(k).get("lanes"), int) and stated(k)["lanes"] > 1:
                 raise refuse(k, None, "lanes", "the layout's lanes are not on a loop yet: run psk-tile before psk-vectorize")

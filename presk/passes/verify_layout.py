@@ -55,7 +55,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from presk import sizes
-from presk.cost.machine import Machine, host_machine
+from presk.target import Machine, target_machine
 from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import IndexTensorType, Size, TensorType, leaves
@@ -546,7 +546,7 @@ def check_layouts(module: ModuleOp, env: Mapping[str, int] | None = None, machin
     declared constants); `machine` defaults to the host.
     """
     env = sizes.resolve(module) if env is None else env
-    machine = host_machine() if machine is None else machine
+    machine = target_machine() if machine is None else machine
     for site in (op for op in module.walk() if isinstance(op, SiteOp)):
         if (violation := layout_violation(site, env, machine)) is not None:
             raise error_at(site, "E7002", violation.message(site.site_name)[len("E7002: ") :])

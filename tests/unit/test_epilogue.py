@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
-from presk.cost.machine import host_machine
+from presk.target import target_machine
 from presk.dialects import psk_kernel as K
 from presk.interp.kernel import KernelInterpreter
 from presk.ir.context import presk_context
@@ -96,11 +96,11 @@ NT = {"mask_after_scores"}
 
 def layouts(case: str, storage: str) -> Iterator[dict[str, Any]]:
     """The product's layouts each case runs at (the epilogue stated on top)."""
-    wide = max(host_machine().lane_widths(storage), default=1)
+    wide = max(target_machine().lane_widths(storage), default=1)
     yield {}
     yield {"tile": [2, 8]}
     yield {"tile": [4, 16], "kblock": 32, "order": "JIK"}  # k-blocks, sums in registers
-    yield {"tile": [1, 4], "split": {"depth": 0, "workers": host_machine().workers()}}
+    yield {"tile": [1, 4], "split": {"depth": 0, "workers": target_machine().workers()}}
     if storage != "bf16":
         yield {"form": "row-wise"}  # the epilogue is one more sweep of the row
         yield {"tile": [2, 4], "kblock": 32, "order": "KIJ"}  # sums wait in the output; the add after the last block

@@ -13,7 +13,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, bf16, f32, f64, i64
 
 from presk.cost.kernel_cost import SPLIT_THRESHOLD, default_split, weighted_operations
-from presk.cost.machine import host_machine
+from presk.target import target_machine
 from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import WORKERS, KernelOp
 from presk.ir.context import presk_context
@@ -126,21 +126,21 @@ def bits(a: np.ndarray) -> np.ndarray:
 
 def test_ir_follows_the_abi_and_carries_the_target(runner: NativeRunner) -> None:
     _, kernels = lowered("loss", "f32")
-    ir = translate_kernel(kernels["add"], host_machine())
+    ir = translate_kernel(kernels["add"], target_machine())
     assert re.search(r'define void @"?add"?\(ptr %"?args"?, i64 %"?lo"?, i64 %"?hi"?\)', ir)
-    assert f'"target-cpu"="{host_machine().cpu_name}"' in ir
-    if host_machine().vector_bits >= 512:
+    assert f'"target-cpu"="{target_machine().cpu_name}"' in ir
+    if target_machine().vector_bits >= 512:
         assert '"prefer-vector-width"="512"' in ir
     for flag in ("fast", "contract", "reassoc", "nnan", "ninf", "afn", "arcp", "nsz"):
         assert not re.search(rf"\bf(add|sub|mul|div|neg)\b[^\n]*\b{flag}\b", ir)
     assert "!alias.scope" in ir and "!noalias" in ir
-    conservative = translate_kernel(kernels["add"], host_machine(), assume_disjoint=False)
+    conservative = translate_kernel(kernels["add"], target_machine(), assume_disjoint=False)
     assert "!alias.scope" not in conservative
 
 
 def test_translate_module_has_every_kernel() -> None:
     module, kernels = lowered("loss", "f32")
-    ir = translate_module(module, host_machine())
+    ir = translate_module(module, target_machine())
     for name in kernels:
         assert re.search(rf'define void @"?{name}"?\(', ir), name
 
@@ -481,7 +481,7 @@ def test_weighted_operations_and_default_split(monkeypatch: pytest.MonkeyPatch) 
     small = map_kernel(10, "f32", "f32", "    %r = math.exp %av : f32")
     # per iteration: load 1 + exp 20 + store 1; constants and the loop are free
     assert weighted_operations(small) == 10 * 22
-    machine = host_machine()
+    machine = target_machine()
     assert default_split(small, machine) == 1
 
     big = parse_kernel("""
@@ -529,7 +529,7 @@ psk_kernel.kernel @v(%a: memref<64x16xf32>, %out: memref<64x16xf32>) "test/%0" {
 def test_default_split_runs_big_kernels_on_the_pool(runner: NativeRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRESK_THREADS", "2")
     kernel = map_kernel(1 << 20, "f32", "f32", "    %r = math.tanh %av : f32")  # 22 Mi weighted operations
-    assert default_split(kernel, host_machine()) == 2
+    assert default_split(kernel, target_machine()) == 2
     call = runner(kernel)
     assert call.iterations == 1 << 20 and call.workers() == 2
     x = np.random.default_rng(12).standard_normal(1 << 20).astype(np.float32)
@@ -545,7 +545,7 @@ def test_default_split_runs_big_kernels_on_the_pool(runner: NativeRunner, monkey
 
 def test_f32_elementwise_and_tiled_contraction_are_vectorised(engine: JitEngine) -> None:
     _, kernels = lowered("loss", "f32")
-    wide = "zmm" if host_machine().vector_bits >= 512 else "ymm"
+    wide = "zmm" if target_machine().vector_bits >= 512 else "ymm"
     elementwise = engine.assembly(translate_kernel(kernels["add"]))
     assert re.search(rf"vaddps\s+[^\n]*%{wide}", elementwise), "f32 elementwise add is not vectorised"
     dot = kernels["dot"]  # [1, 8] register tile: eight accumulators over k

@@ -16,7 +16,7 @@ import pytest
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 
 from presk.cli.program import load_program
-from presk.cost.machine import host_machine
+from presk.target import target_machine
 from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_kernel_structured import STRUCTURED_OPS, ContractOp, SoftmaxOp
@@ -103,7 +103,7 @@ def test_the_attention_plans_give_the_defaults_bits_on_both_executors(plan_file:
     depth 1; the softmax in two passes; the values ein tiled) through every layout pass, on the
     native backend and the kernel interpreter, against the default layout's bits (f32), at the
     smallest sizes where the plans hold: B=2, T=32 (the corpus GPT's head dimension is 32)."""
-    if 16 not in host_machine().lane_widths("f32"):
+    if 16 not in target_machine().lane_widths("f32"):
         pytest.skip("the attention plans state 16 f32 lanes: an AVX-512 machine's register width")
     program = load_program(str(ROOT / "corpus/nlp/gpt.mlir"), ["B=2", "T=32"], [])
     module, env, entry = program.parsed.module, program.env, "SelfAttention.apply"

@@ -83,7 +83,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
-from presk.cost.machine import Machine, host_machine
+from presk.target import Machine, target_machine
 from presk import sizes
 from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as K
@@ -418,7 +418,7 @@ TALLIES: dict[tuple[str, str], Tally] = {}
 @pytest.mark.parametrize("nest", NESTS, ids=[n.name for n in NESTS])
 def test_every_point_gives_the_defaults_bits(nest: Nest, storage: str, native: NativeRunner) -> None:
     start = time.perf_counter()
-    machine = host_machine()
+    machine = target_machine()
     oracle = Oracle(nest, storage, machine)
     interpreter = KernelInterpreter()
     args = {entry: inputs(nest, entry) for entry in ("prod", "prod_add")}
@@ -468,7 +468,7 @@ def test_every_point_gives_the_defaults_bits(nest: Nest, storage: str, native: N
 
 def test_every_value_is_accepted_somewhere() -> None:
     """The shapes are chosen so that each decision's every value runs on some nest (in f32)."""
-    machine = host_machine()
+    machine = target_machine()
     accepted: dict[str, set[str]] = {}
     for nest in NESTS:
         oracle = Oracle(nest, "f32", machine)
@@ -487,7 +487,7 @@ def test_every_value_is_accepted_somewhere() -> None:
 
 def test_stating_the_defaults_changes_no_kernel() -> None:
     """A layout stating a nest's defaults gives the default's kernels, character for character."""
-    machine = host_machine()
+    machine = target_machine()
     for nest in NESTS:
         for storage in TYPES:
             plain = lowered(nest, storage, "prod", None, machine)
@@ -501,7 +501,7 @@ def test_stating_the_defaults_changes_no_kernel() -> None:
 
 def test_native_translation_accepts_every_kernel_name(native: NativeRunner) -> None:
     """`dot+add` and `pack` are symbol names the LLVM translation and the engine take as they are."""
-    machine = host_machine()
+    machine = target_machine()
     nest = NESTS[1]
     module = lowered(nest, "f32", "prod_add", {"pack": True, "epilogue": True}, machine)
     names = [op.sym_name.data for op in module.body.block.ops if isinstance(op, K.KernelOp)]
@@ -517,7 +517,7 @@ def test_point_counts() -> None:
         pytest.skip("the every-point test did not run in this session")
     shapes = {n.name: n for n in NESTS}
     lines = [
-        f"Layout points ({'large' if LARGE else 'CI'} shapes; workers p = {host_machine().workers()}):",
+        f"Layout points ({'large' if LARGE else 'CI'} shapes; workers p = {target_machine().workers()}):",
         "",
         "| nest | outer | I | J | K | type | points | accepted | refused | refused by condition | programs interpreted | seconds |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -558,7 +558,7 @@ def test_softmax_passes_give_the_three_pass_bits(storage: str, native: NativeRun
     are refused in bf16 (condition 7). Every split of the softmax's row
     loops runs too.
     """
-    machine = host_machine()
+    machine = target_machine()
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 2, 8, 16)) * 30.0
     mask = (np.arange(16)[None, :] <= np.arange(8)[:, None] + 8).astype(np.int64)

@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from test_mathlib import INT, assert_same_bits, inputs
 
-from presk.cost.machine import host_machine
+from presk.target import target_machine
 from presk.interp import mathlib as twin
 from presk.lowering.mathlib import EMITTERS, define_map_kernel
 
-MACHINE = host_machine()
+MACHINE = target_machine()
 pytestmark = pytest.mark.skipif("avx512f" not in MACHINE.features, reason="needs AVX-512")
 
 LANES = {np.float32: (16, 8, 4), np.float64: (8, 4, 2)}

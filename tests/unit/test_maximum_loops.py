@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from presk import sizes
-from presk.cost.machine import host_machine
+from presk.target import target_machine
 from presk.dialects import psk_kernel as pk
 from presk.interp.kernel import KernelInterpreter
 from presk.ir.context import presk_context
@@ -41,7 +41,7 @@ DTYPES = {"f32": np.float32, "f64": np.float64}
 
 
 def _lanes(realize: str) -> int:
-    return host_machine().vector_bits // (32 if realize == "f32" else 64)
+    return target_machine().vector_bits // (32 if realize == "f32" else 64)
 
 
 def _lowered(realize: str, rows: int, cols: int):  # type: ignore[no-untyped-def]

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from conftest import ROOT  # noqa: E402
 
 from presk import sizes  # noqa: E402
-from presk.cost.machine import host_machine  # noqa: E402
+from presk.target import target_machine  # noqa: E402
 from presk.dialects import psk_kernel as pk  # noqa: E402
 from presk.interp.inputs import make_inputs  # noqa: E402
 from presk.interp.kernel import KernelInterpreter  # noqa: E402
@@ -141,7 +141,7 @@ def serial_loops(kernel: pk.KernelOp) -> list[scf.ForOp]:
 
 
 def test_running_sums_vectorised_where_expected() -> None:
-    machine = host_machine()
+    machine = target_machine()
     if machine.vector_bits < 256:
         pytest.skip("no vector registers")
     module = program("bench/programs/softmax.mlir")
@@ -164,7 +164,7 @@ def test_running_sums_vectorised_where_expected() -> None:
 
 
 def test_mean_rows_vectorised() -> None:
-    machine = host_machine()
+    machine = target_machine()
     module = program("bench/programs/layernorm.mlir")
     env = sizes.resolve(module, {}, {"R": 64, "E": 768})
     kernels = kernels_of(lower(module, "layernorm", env, plan_from_options("f32", None)))
@@ -180,7 +180,7 @@ def test_mean_rows_vectorised() -> None:
 def test_streaming_stores_same_bits(
     native: NativeRunner, monkeypatch: pytest.MonkeyPatch, n: int, realize: str
 ) -> None:
-    if host_machine().vector_bits < 512:
+    if target_machine().vector_bits < 512:
         pytest.skip("streaming stores need AVX-512")
     module = program("bench/programs/adamw.mlir")
     env = sizes.resolve(module, {}, {"N": n})

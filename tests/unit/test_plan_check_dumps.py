@@ -35,7 +35,7 @@ from xdsl.dialects.func import FuncOp
 from presk import sizes
 from presk.cli.main import main as presk
 from presk.cli.program import load_program
-from presk.cost.machine import THREADS_ENV, Machine
+from presk.target import THREADS_ENV, Machine
 from presk.diagnostics import PreskError
 from presk.dialects.psk_realize import SiteOp
 from presk.ir.context import presk_context

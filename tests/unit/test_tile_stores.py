@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from presk import sizes
-from presk.cost.machine import CACHE_LINE, host_machine
+from presk.target import CACHE_LINE, target_machine
 from presk.dialects import psk_kernel as pk
 from presk.interp.kernel import KernelInterpreter
 from presk.ir.context import presk_context
@@ -50,7 +50,7 @@ def the_kernel(module: Any) -> pk.KernelOp:
 
 @pytest.fixture
 def streaming(monkeypatch: pytest.MonkeyPatch) -> None:
-    if host_machine().vector_bits < 512:
+    if target_machine().vector_bits < 512:
         pytest.skip("a line is one 16-lane f32 vector on AVX-512 only")
     monkeypatch.setattr(streaming_stores, "STREAMING_BYTES", 0)  # every kernel counts as big
 

@@ -19,7 +19,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from presk import sizes
-from presk.cost.machine import host_machine
+from presk.target import target_machine
 from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import KernelOp
 from presk.interp.kernel import KernelInterpreter
@@ -134,7 +134,7 @@ def test_is_idempotent() -> None:
 def test_register_width_comes_from_the_machine() -> None:
     """On a machine without AVX-512, 16 lanes of f32 are refused (the pass reads `Machine.lane_widths`)."""
     module = _lower("prod", "f32", {"tile": [4, 16], "lanes": 16}, vectorized=False)
-    avx2 = replace(host_machine(), vector_bits=256)
+    avx2 = replace(target_machine(), vector_bits=256)
     with pytest.raises(PreskError, match=r"lanes = 16 is not a register width of this machine for f32: lanes are 1, 8"):
         vectorize.VectorizeContractions(machine=avx2).apply(presk_context(), module)
     module = _lower("prod", "f32", {"tile": [4, 16], "lanes": 8}, vectorized=False)
@@ -222,7 +222,7 @@ def test_the_widest_tile_gives_the_default_bits(realization: str, lanes: int, la
     with L = 16 and m_i ≤ 4 that is n_j = 32. The k-block 32 in the order
     JKI keeps the running sums in the output between blocks.
     """
-    if lanes not in host_machine().lane_widths(realization):
+    if lanes not in target_machine().lane_widths(realization):
         pytest.skip(f"{lanes} lanes of {realization}: not a register width of this machine")
     stated = {**layout, "lanes": lanes}
     groups = 32 // lanes

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from presk.cost.machine import THREADS_ENV, Machine
+from presk.target import THREADS_ENV, Machine
 from presk.diagnostics import PreskError
 from presk.dialects.psk_realize import LayoutAttr, SiteOp, layout_error
 from presk.dialects.psk_realize_layout import (

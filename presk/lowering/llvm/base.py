@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 from xdsl.ir import Operation, SSAValue
 
-from presk.cost.machine import Machine
+from presk.target import Machine
 from presk.dialects.psk_kernel import KernelOp
 from presk.lowering.llvm.abi import KERNEL_TYPE, split_loop
 from presk.lowering.llvm.errors import fail

@@ -21,7 +21,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import Float32Type, Float64Type
 from xdsl.ir import Operation
 
-from presk.cost.machine import Machine
+from presk.target import Machine
 from presk.dialects.psk_kernel import PARALLEL
 from presk.lowering.llvm.irtypes import I1, I64, element_size
 from presk.lowering.llvm.loops import ScalarLoops

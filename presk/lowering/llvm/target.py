@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from llvmlite import ir
 
-from presk.cost.machine import Machine
+from presk.target import Machine
 
 __all__ = ["FunctionAttributes", "intrinsic", "new_module", "target_attributes"]
 

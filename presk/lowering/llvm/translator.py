@@ -15,7 +15,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation
 
-from presk.cost.machine import Machine, host_machine
+from presk.target import Machine, target_machine
 from presk.dialects.psk_kernel import KernelOp
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I64
@@ -105,7 +105,7 @@ def translate_kernel(kernel: KernelOp, machine: Machine | None = None, *, assume
     `assume_disjoint=False` leaves out the per-buffer alias scopes: the variant
     for launches where a written buffer overlaps another buffer.
     """
-    machine = machine if machine is not None else host_machine()
+    machine = machine if machine is not None else target_machine()
     module = new_module(f"presk.{kernel.sym_name.data}", machine)
     Translator(module, kernel, machine, assume_disjoint).translate()
     return str(module)
@@ -113,7 +113,7 @@ def translate_kernel(kernel: KernelOp, machine: Machine | None = None, *, assume
 
 def translate_module(module: ModuleOp, machine: Machine | None = None) -> str:
     """LLVM IR of every kernel of a PSK-Kernel module, in order (`presk dump --stage llvm`)."""
-    machine = machine if machine is not None else host_machine()
+    machine = machine if machine is not None else target_machine()
     out = new_module("presk", machine)
     for op in module.body.block.ops:
         if isinstance(op, KernelOp):

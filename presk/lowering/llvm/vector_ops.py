@@ -12,7 +12,7 @@ from llvmlite import ir
 from xdsl.dialects.builtin import MemRefType, VectorType
 from xdsl.ir import Operation, SSAValue
 
-from presk.cost.machine import CACHE_LINE
+from presk.target import CACHE_LINE
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I32, I64, element_size, llvm_type
 from presk.lowering.llvm.memory import MemoryAccess

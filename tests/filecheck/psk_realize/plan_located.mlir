@@ -49,7 +49,7 @@ func.func @linear(%a: !A, %w: !W, %b: !B) -> !O {
   // DOT-TILE-NEXT: {{^}}  %0 = psk_core.dot %a, %w : !O
   // DOT-TILE-NEXT: {{^}}  ^
   // DOT-TILE-NOT: Traceback
-  // LANES-FLOAT: plan_located.mlir:[[# @LINE + 10]]:3: error: E7002: {{.*}}Inputs/located_dot_lanes_float.json: nest "linear/%0", decision "lanes": lanes are 1 or a register's width (2, 4, 8, 16), not 4.0
+  // LANES-FLOAT: plan_located.mlir:[[# @LINE + 10]]:3: error: E7002: {{.*}}Inputs/located_dot_lanes_float.json: nest "linear/%0", decision "lanes": lanes are 1, a register's width (2, 4, 8, 16) or full, not 4.0
   // ORDER: plan_located.mlir:[[# @LINE + 9]]:3: error: E7002: {{.*}}Inputs/located_dot_order.json: nest "linear/%0", decision "order": order "IJK" names K, but there is no k-block: without one the order is "IJ" or "JI"
   // UNKNOWN: plan_located.mlir:[[# @LINE + 8]]:3: error: E7002: {{.*}}Inputs/located_dot_unknown.json: nest "linear/%0", decision "vector": there is no decision "vector"; the decisions are form, tile, kblock, order, lanes, split, pack, passes, epilogue
   // EPILOGUE-STRING: plan_located.mlir:[[# @LINE + 7]]:3: error: E7002: {{.*}}Inputs/located_epilogue_string.json: nest "linear/%0", decision "epilogue": an epilogue is true or false, not "true"

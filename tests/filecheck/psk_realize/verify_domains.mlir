@@ -554,7 +554,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1 or a register's width (2, 4, 8, 16), not 3}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1, a register's width (2, 4, 8, 16) or full, not 3}}
   %0 = psk_realize.nest "f/%0" layout <lanes = 3> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -569,7 +569,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1 or a register's width (2, 4, 8, 16), not 0}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1, a register's width (2, 4, 8, 16) or full, not 0}}
   %0 = psk_realize.nest "f/%0" layout <lanes = 0> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -584,7 +584,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1 or a register's width (2, 4, 8, 16), not 32}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1, a register's width (2, 4, 8, 16) or full, not 32}}
   %0 = psk_realize.nest "f/%0" layout <lanes = 32> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -599,7 +599,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1 or a register's width (2, 4, 8, 16), not -4}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1, a register's width (2, 4, 8, 16) or full, not -4}}
   %0 = psk_realize.nest "f/%0" layout <lanes = -4> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -614,7 +614,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !K = !psk_core.tensor<[b: 2, h: 2, t: 8, d: 4]>
 !O = !psk_core.tensor<[b: 2, h: 2, s: 8, t: 8]>
 func.func @f(%q: !Q, %k: !K) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1 or a register's width (2, 4, 8, 16), not "4"}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1, a register's width (2, 4, 8, 16) or full, not "4"}}
   %0 = psk_realize.nest "f/%0" layout <lanes = "4"> : !O {
     %0 = psk_core.ein %q[b, h, s, d], %k[b, h, t, d] : !O
     psk_realize.yield %0 : !O
@@ -629,7 +629,7 @@ func.func @f(%q: !Q, %k: !K) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1 or a register's width (2, 4, 8, 16), not true}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1, a register's width (2, 4, 8, 16) or full, not true}}
   %0 = psk_realize.nest "f/%0" layout <lanes = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -644,7 +644,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1 or a register's width (2, 4, 8, 16), not "widest"}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "lanes": lanes are 1, a register's width (2, 4, 8, 16) or full, not "widest"}}
   %0 = psk_realize.nest "f/%0" layout <lanes = "widest"> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O

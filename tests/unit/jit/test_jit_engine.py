@@ -22,7 +22,7 @@ from jit_kernels import (
     vector_fma_ir,
 )
 
-from presk.cost.machine import host_machine
+from presk.target import target_machine
 from presk.diagnostics import PreskError
 from presk.jit.engine import (
     OBJECT_SUFFIX,
@@ -77,7 +77,7 @@ def test_vector_kernel_uses_the_widest_registers(engine: JitEngine) -> None:
     table = pointer_table([a, b, out])
     kernel(ctypes.addressof(table), 0, 4)
     np.testing.assert_array_equal(out, expected)
-    if "avx512f" in host_machine().features:
+    if "avx512f" in target_machine().features:
         assert "zmm" in engine.assembly(vector_fma_ir())
 
 

@@ -7,7 +7,8 @@ import os
 import llvmlite.binding as llvm
 import pytest
 
-from presk.cost.machine import Machine, host_machine, initialize_llvm
+from presk.jit.engine import initialize_llvm
+from presk.target import Machine, target_machine
 from presk.diagnostics import PreskError
 
 
@@ -21,8 +22,8 @@ def machine(*features: str, vector_bits: int, cores: int = 4) -> Machine:
 
 
 def test_host_machine_is_read_from_the_cpu() -> None:
-    host = host_machine()
-    assert host is host_machine()
+    host = target_machine()
+    assert host is target_machine()
     assert host.triple == llvm.get_process_triple()
     assert host.cpu_name == llvm.get_host_cpu_name()
     reported = llvm.get_host_cpu_features()
@@ -32,7 +33,7 @@ def test_host_machine_is_read_from_the_cpu() -> None:
 
 
 def test_host_vector_width_follows_its_features() -> None:
-    host = host_machine()
+    host = target_machine()
     if "avx512f" in host.features:
         assert host.vector_bits == 512
         assert host.lane_widths("f32") == (8, 16)
@@ -68,7 +69,7 @@ def test_unknown_dtype_is_refused() -> None:
 
 def test_workers_default_to_cores() -> None:
     assert machine(vector_bits=128, cores=6).workers() == 6
-    assert host_machine().workers() == host_machine().cores
+    assert target_machine().workers() == target_machine().cores
 
 
 @pytest.mark.parametrize(("value", "expected"), [("3", 3), (" 1 ", 1), ("", 4)])
@@ -98,7 +99,7 @@ def test_key_is_stable_and_names_the_target() -> None:
     assert a.key() == b.key()
     assert "x86_64-unknown-linux-gnu" in a.key() and "test-cpu" in a.key()
     assert machine("avx2", vector_bits=256).key() != a.key()
-    assert host_machine().key() == host_machine().key()
+    assert target_machine().key() == target_machine().key()
 
 
 def test_initialize_llvm_is_idempotent_and_exposes_process_symbols() -> None:

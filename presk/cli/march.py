@@ -1,0 +1,32 @@
+"""`--march`: the machine presk lowers for, on both commands.
+
+Named as in GCC and Clang (`-march=x86-64-v3`) because `presk-opt` inherits
+xDSL's `-t/--target`, the output format. It sets `PRESK_TARGET`, so the passes,
+the translation and the JIT, and every worker thread, read one target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from presk.target import LEVELS, TARGET_ENV, target_named
+
+__all__ = ["add_march_argument", "apply_march"]
+
+
+def add_march_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--march",
+        metavar="TARGET",
+        help=f"lower for TARGET: host (default, or {TARGET_ENV}) or an x86-64 level "
+        f"({', '.join(LEVELS)}); a level narrower than the host runs natively",
+    )
+
+
+def apply_march(value: str | None) -> None:
+    """Make `value` the target of this process (E4005 when it names none)."""
+    if value is None:
+        return
+    target_named(value)
+    os.environ[TARGET_ENV] = value

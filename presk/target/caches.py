@@ -1,0 +1,79 @@
+"""The data caches of the CPUs this process may run on, as the OS describes them.
+
+Linux publishes each CPU's caches under
+`/sys/devices/system/cpu/cpuN/cache/indexK/` (level, type, size, line,
+the CPUs that share it). The first CPU of the affinity mask stands for all of
+them, so that a run pinned to some cores describes those cores; a level's
+sharing counts only the CPUs of the mask, which is what a split's workers
+compete for. Nothing is assumed when the OS says nothing: an unknown level is
+absent, and every rule that reads a cache says what it does without one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["SYSFS_CPU", "CacheLevel", "affinity_cpus", "read_caches"]
+
+SYSFS_CPU = Path("/sys/devices/system/cpu")
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    """One level of data (or unified) cache, seen from one core."""
+
+    level: int
+    size: int
+    """Bytes of one instance of this cache."""
+    line: int
+    """Bytes of its line (`coherency_line_size`)."""
+    shared_by: int
+    """How many CPUs of this process's affinity mask share one instance (1: private)."""
+
+
+def _size_bytes(text: str) -> int:
+    text = text.strip()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+    digits = text[:-1] if scale != 1 else text
+    return int(digits) * scale
+
+
+def _cpu_list(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def read_caches(cpus: Iterable[int], root: Path = SYSFS_CPU) -> tuple[CacheLevel, ...]:
+    """The data and unified caches of the first of `cpus`, innermost first; () when the OS does not say."""
+    mask = sorted(set(cpus))
+    if not mask:
+        return ()
+    levels: dict[int, CacheLevel] = {}
+    for index in sorted((root / f"cpu{mask[0]}" / "cache").glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            if kind not in ("Data", "Unified"):
+                continue
+            level = int((index / "level").read_text())
+            size = _size_bytes((index / "size").read_text())
+            line = int((index / "coherency_line_size").read_text())
+            sharing = _cpu_list((index / "shared_cpu_list").read_text())
+        except (OSError, ValueError):
+            continue
+        levels[level] = CacheLevel(level, size, line, max(1, len(sharing & set(mask))))
+    return tuple(levels[level] for level in sorted(levels))
+
+
+def affinity_cpus() -> tuple[int, ...]:
+    """The CPUs this process may run on (a container or `taskset` may restrict them)."""
+    if hasattr(os, "sched_getaffinity"):
+        return tuple(sorted(os.sched_getaffinity(0)))
+    return tuple(range(os.cpu_count() or 1))

@@ -1,0 +1,158 @@
+"""The machine presk compiles for: its instruction set, register file, caches and workers.
+
+Vector widths, register counts, cache sizes, worker counts and kernel cache
+keys all derive from one `Machine`, never from constants: the code LLVM emits
+for `cpu_name` + `features` is what runs, so the layout domain, the lowering
+and the cost model must reason about exactly those registers and caches. A
+cache key includes the features so that an object compiled for AVX-512 is
+never loaded for AVX2 (a home directory shared across machines, or a
+narrower `--target` on the same host).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from presk.diagnostics import PreskError
+from presk.target.caches import CacheLevel
+
+__all__ = ["CACHE_LINE", "THREADS_ENV", "Machine", "vector_bits_of"]
+
+THREADS_ENV = "PRESK_THREADS"
+"""Overrides the number of workers a split runs on (default: the usable cores)."""
+
+CACHE_LINE = 64
+"""Bytes of a cache line when the OS does not say (every x86-64 CPU so far): the unit a
+non-temporal store writes whole, and the alignment of host buffers."""
+
+_ELEMENT_BITS: dict[str, int] = {"f64": 64, "f32": 32}
+_SCALAR_ONLY = frozenset({"bf16"})
+"""bf16 stores 16 bits but computes in f32 one element at a time: no vector lanes."""
+
+
+def vector_bits_of(features: frozenset[str]) -> int:
+    """The widest vector register that `features` enable: 512 with AVX-512F, 256 with AVX, else 128."""
+    if "avx512f" in features:
+        return 512
+    if "avx2" in features or "avx" in features:
+        return 256
+    return 128
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A target as LLVM sees it (triple, CPU name, features) with the host's cores and caches."""
+
+    triple: str
+    cpu_name: str
+    features: frozenset[str]
+    """Enabled target features, without the leading '+'."""
+    cores: int
+    """Cores this process may run on (its affinity mask, not the machine's total)."""
+    vector_bits: int
+    """The widest vector register: 512 with AVX-512F, 256 with AVX/AVX2, else 128."""
+    disabled_features: frozenset[str] = field(default=frozenset(), compare=False)
+    """Features LLVM knows and the target lacks; given to the target machine so a
+    CPU name that implies a feature the OS disabled cannot re-enable it."""
+    caches: tuple[CacheLevel, ...] = ()
+    """Data and unified caches, innermost first, as the OS describes them (`presk.target.caches`)."""
+    name: str = "host"
+    """What `PRESK_TARGET`/`--target` named: `host`, or an x86-64 level such as `x86-64-v3`."""
+
+    @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers: 32 zmm with AVX-512, 16 xmm/ymm otherwise on x86-64."""
+        return 32 if "avx512f" in self.features else 16
+
+    def _register_bits(self) -> tuple[int, ...]:
+        if self.vector_bits >= 512:
+            return (256, 512)
+        if self.vector_bits >= 256:
+            return (256,)
+        return (128,)
+
+    def lane_widths(self, dtype: str) -> tuple[int, ...]:
+        """Vector widths in elements that this CPU's registers hold, ascending.
+
+        With AVX-512 both ymm and zmm are listed: half-width vectors are a real
+        choice for the layout search (lower clock penalties, smaller tails).
+        """
+        if dtype in _SCALAR_ONLY:
+            return ()
+        bits = _ELEMENT_BITS.get(dtype)
+        if bits is None:
+            raise ValueError(f"unknown element type '{dtype}' (expected f64, f32 or bf16)")
+        return tuple(register // bits for register in self._register_bits())
+
+    def register_width(self, dtype: str) -> int:
+        """The widest vector of `dtype` in elements, or 1 when it has no vector lanes."""
+        return max(self.lane_widths(dtype), default=1)
+
+    def cache(self, level: int) -> CacheLevel | None:
+        """The data cache of `level` (1, 2, 3), or None when the OS does not describe it."""
+        return next((cache for cache in self.caches if cache.level == level), None)
+
+    @property
+    def last_level_cache(self) -> CacheLevel | None:
+        """The outermost cache the OS describes (L3 on a server), or None."""
+        return self.caches[-1] if self.caches else None
+
+    @property
+    def cache_line(self) -> int:
+        """Bytes of a first-level data cache line: the OS's figure, else `CACHE_LINE`."""
+        first = self.caches[0] if self.caches else None
+        return first.line if first is not None else CACHE_LINE
+
+    def workers(self) -> int:
+        """Threads a split runs on: `PRESK_THREADS` if set, else the usable cores.
+
+        Read on every call (not cached) so that a test or a long-lived process
+        sees a changed environment.
+        """
+        text = os.environ.get(THREADS_ENV, "").strip()
+        if not text:
+            return self.cores
+        if not text.isdecimal() or int(text) < 1:
+            raise PreskError(
+                "E4001", f"{THREADS_ENV}='{text}': expected a positive integer number of threads, e.g. {THREADS_ENV}=2"
+            )
+        return int(text)
+
+    def allowed_workers(self) -> tuple[int, ...]:
+        """Worker counts a split may use: the machine's, or half of them."""
+        workers = self.workers()
+        return tuple(dict.fromkeys((workers, max(1, workers // 2))))
+
+    def feature_string(self) -> str:
+        """LLVM's `+a,-b` form, for creating a target machine for exactly this target."""
+        enabled = (f"+{name}" for name in sorted(self.features))
+        disabled = (f"-{name}" for name in sorted(self.disabled_features))
+        return ",".join((*enabled, *disabled))
+
+    def key(self) -> str:
+        """A stable string identifying the generated code's target (part of kernel cache keys).
+
+        The last-level cache's size is part of it: it decides which stores go
+        around the caches (`presk.lowering.llvm.streaming_stores`).
+        """
+        llc = self.last_level_cache
+        return f"{self.triple}|{self.cpu_name}|{','.join(sorted(self.features))}|llc={llc.size if llc else 0}"
+
+    def describe(self) -> str:
+        """One line for a user: the target, its vector registers, its caches and workers."""
+        caches = ", ".join(
+            f"L{c.level} {_human_bytes(c.size)}" + (f" shared by {c.shared_by}" if c.shared_by > 1 else "")
+            for c in self.caches
+        )
+        return (
+            f"{self.name} ({self.cpu_name}): {self.vector_registers} x {self.vector_bits}-bit vector registers, "
+            f"{caches or 'caches unknown'}, {self.cores} cores"
+        )
+
+
+def _human_bytes(size: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift} {unit}"
+    return f"{size} B"
