@@ -4,11 +4,17 @@ Keys of an `.npz` are argument names with record fields and tuple indices
 joined by dots (`params.blocks.ln1.g`), the same keys `--output` writes.
 An argument attribute `{psk_core.init = "positive"}` asks for values in
 [0.5, 1.5) (for example AdamW's second moment, which a square root reads).
+
+A real or tensor takes real floating-point or integer values and an index
+tensor integers. Every other dtype is refused rather than converted: numpy
+would drop a complex array's imaginary part, read booleans as 0 and 1 and
+parse strings as numbers, so a wrong file would run and give a wrong loss.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,6 +27,21 @@ from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType,
 
 INIT_ATTR = "psk_core.init"
 INITS = ("normal", "positive", "zeros", "ones")
+REAL_KINDS = "fiu"
+INDEX_KINDS = "iu"
+ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+NPY_MAGIC = b"\x93NUMPY"
+DTYPE_KINDS = {  # numpy dtype kinds, as an error message names them
+    "b": "booleans",
+    "c": "complex numbers",
+    "f": "floating-point values",
+    "U": "strings",
+    "S": "byte strings",
+    "O": "Python objects",
+    "M": "dates",
+    "m": "time deltas",
+    "V": "records",
+}
 
 
 def argument_names(func: FuncOp) -> list[str]:
@@ -83,17 +104,65 @@ def _generate(t: Attribute, env: Mapping[str, int], rng: np.random.Generator, in
 
 
 def load_inputs(path: str, func: FuncOp, env: Mapping[str, int]) -> list[Any]:
-    """Read an entry's arguments from an `.npz`, checking every key, shape and index range."""
+    """Read an entry's arguments from an `.npz`, checking every key, shape, dtype and index range.
+
+    Every refusal of the file's content names the file, since the location of
+    the error is the program's.
+    """
+    archive = _read_npz(path)
     try:
-        archive = dict(np.load(path))
-    except (OSError, ValueError) as e:
-        raise PreskError("E4003", f"cannot read inputs '{path}': {e}") from None
-    names = argument_names(func)
-    values = [_collect(archive, t, name) for t, name in zip(func.function_type.inputs.data, names)]
-    if archive:
-        raise PreskError("E4003", f"{path}: keys {', '.join(sorted(archive))} match no argument of @{func.sym_name.data}")
-    check_inputs(func, values, env)
+        names = argument_names(func)
+        values = [_collect(archive, t, name) for t, name in zip(func.function_type.inputs.data, names)]
+        if archive:
+            raise PreskError("E4003", f"keys {', '.join(sorted(archive))} match no argument of @{func.sym_name.data}")
+        check_inputs(func, values, env)
+    except PreskError as error:
+        if error.code != "E4003":
+            raise
+        raise replace(error, message=f"{path}: {error.message}") from None
     return values
+
+
+def _read_npz(path: str) -> dict[str, np.ndarray]:
+    """Every array of the archive, read in full so that a damaged one is refused before anything runs.
+
+    `allow_pickle` stays off: an input file must not run code.
+    """
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(NPY_MAGIC))
+            if not magic.startswith(ZIP_MAGICS):
+                raise PreskError("E4003", f"{path}: {_not_npz(magic)}; write one with numpy.savez")
+            f.seek(0)
+            archive: dict[str, Any] = {}
+            key: str | None = None
+            try:
+                with np.load(f, allow_pickle=False) as npz:
+                    for key in npz.files:
+                        archive[key] = npz[key]
+            except Exception as e:  # noqa: BLE001 - only numpy, zipfile and a decompressor run here
+                raise PreskError("E4003", f"{path}: {_damaged(e, key)}") from None
+    except OSError as e:
+        raise PreskError("E4003", f"{path}: cannot read inputs: {e.strerror or e}") from None
+    for key, value in archive.items():
+        if not isinstance(value, np.ndarray):
+            raise PreskError("E4003", f"{path}: member '{key}' is not a .npy array")
+    return archive
+
+
+def _not_npz(magic: bytes) -> str:
+    if not magic:
+        return "the file is empty, not an .npz archive"
+    if magic == NPY_MAGIC:
+        return "holds a single .npy array, not an .npz archive of named arrays"
+    return "not an .npz archive (a zip of .npy arrays)"
+
+
+def _damaged(error: Exception, key: str | None) -> str:
+    where = "the archive" if key is None else f"array '{key}'"
+    if isinstance(error, ValueError) and "allow_pickle" in str(error):
+        return f"{where} holds Python objects, which only unpickling reads; save numbers"
+    return f"{where} is damaged or truncated ({type(error).__name__}: {error})"
 
 
 def _collect(archive: dict[str, np.ndarray], t: Attribute, key: str) -> Any:
@@ -102,7 +171,7 @@ def _collect(archive: dict[str, np.ndarray], t: Attribute, key: str) -> Any:
     if isinstance(t, TupleType):
         return tuple(_collect(archive, et, f"{key}.{i}") for i, et in enumerate(t.element_types.data))
     if key not in archive:
-        raise PreskError("E4003", f"inputs have no array '{key}' ({describe(t)})")
+        raise PreskError("E4003", f"has no array '{key}' ({describe(t)})")
     return archive.pop(key)
 
 
@@ -123,6 +192,7 @@ def _check(t: Attribute, v: Any, env: Mapping[str, int], path: str) -> None:
     elif isinstance(t, RealType):
         if np.ndim(v) != 0:
             raise PreskError("E4003", f"input '{path}' is a real, got an array of shape {np.shape(v)}")
+        _check_dtype(t, v, path, REAL_KINDS, "real floating-point or integer values")
     else:
         assert isinstance(t, TensorType | IndexTensorType)
         want = bound_shape(t, env, path)
@@ -130,6 +200,16 @@ def _check(t: Attribute, v: Any, env: Mapping[str, int], path: str) -> None:
             raise PreskError("E4003", f"input '{path}' ({describe(t)}) must have shape {want}, got {np.shape(v)}")
         if isinstance(t, IndexTensorType):
             bound = bind(t.range, env, path)
-            a = np.asarray(v)
-            if not np.issubdtype(a.dtype, np.integer) or (a.size and (a.min() < 0 or a.max() >= bound)):
+            a = _check_dtype(t, v, path, INDEX_KINDS, f"integer indices in [0, {bound})")
+            if a.size and (a.min() < 0 or a.max() >= bound):
                 raise PreskError("E4003", f"input '{path}' holds indices in [0, {bound}); got values outside it")
+        else:
+            _check_dtype(t, v, path, REAL_KINDS, "real floating-point or integer values")
+
+
+def _check_dtype(t: Attribute, v: Any, path: str, kinds: str, expected: str) -> np.ndarray:
+    a = np.asarray(v)
+    if a.dtype.kind not in kinds:
+        got = DTYPE_KINDS.get(a.dtype.kind, "values")
+        raise PreskError("E4003", f"input '{path}' ({describe(t)}) takes {expected}, got {got} (dtype {a.dtype})")
+    return a
