@@ -30,7 +30,9 @@ ERROR_CODES: dict[str, str] = {
     "E4002": "unbound or invalid size at run time",
     "E4003": "bad input file or input shape",
     "E4004": "unknown entry function",
+    "E4005": "unknown target",
     "E5001": "native compilation failed (invalid LLVM IR, unresolved symbol)",
+    "E5002": "the target's code cannot run on this host",
     "E7001": "ill-formed realization (unknown type, or a site the program does not have)",
     "E7002": "ill-formed layout or plan",
 }

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from presk.target import CACHE_LINE
+from presk.target import host_machine
 from presk.diagnostics import PreskError
 
 
@@ -48,8 +48,9 @@ def empty_aligned(shape: Sequence[int], dtype: np.dtype | type) -> np.ndarray:
     """
     dtype = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
-    raw = np.empty(count * dtype.itemsize + CACHE_LINE, dtype=np.uint8)
-    start = -raw.ctypes.data % CACHE_LINE
+    line = host_machine().cache_line
+    raw = np.empty(count * dtype.itemsize + line, dtype=np.uint8)
+    start = -raw.ctypes.data % line
     return raw[start : start + count * dtype.itemsize].view(dtype).reshape(tuple(shape))
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 
@@ -14,6 +17,24 @@ from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_kernel_cache() -> Iterator[Path]:
+    """One kernel cache for the whole run: `PRESK_CACHE_DIR` when set (`make test` shares one with
+    lit), else a temporary folder. A kernel compiled by one test is loaded by the others, also in
+    the `presk` processes tests start, and the user's own cache is neither read nor filled."""
+    given = os.environ.get("PRESK_CACHE_DIR")
+    if given:
+        yield Path(given)
+        return
+    folder = Path(tempfile.mkdtemp(prefix="presk-test-kernels-"))
+    os.environ["PRESK_CACHE_DIR"] = str(folder)
+    try:
+        yield folder
+    finally:
+        os.environ.pop("PRESK_CACHE_DIR", None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @cache

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from presk import sizes
-from presk.target import CACHE_LINE, target_machine
+from presk.target import host_machine, target_machine
 from presk.dialects import psk_kernel as pk
 from presk.interp.kernel import KernelInterpreter
 from presk.ir.context import presk_context
@@ -82,9 +82,9 @@ def test_the_bits_are_the_defaults_wherever_the_output_starts(offset: int) -> No
     kernel = the_kernel(gemm({"tile": [4, 32], "lanes": 16}))
     with NativeRunner() as native:
         run = native(kernel)
-        raw = empty_aligned((N * N + CACHE_LINE,), np.float32)
+        raw = empty_aligned((N * N + host_machine().cache_line,), np.float32)
         out = raw[offset // 4 : offset // 4 + N * N].reshape(N, N)
-        assert out.ctypes.data % CACHE_LINE == offset
+        assert out.ctypes.data % host_machine().cache_line == offset
         run([a, b, out])
     assert out.tobytes() == expected.tobytes()
 
@@ -95,4 +95,4 @@ def test_host_buffers_start_on_a_line(dtype: Any, shape: tuple[int, ...]) -> Non
     array = empty_aligned(shape, dtype)
     assert array.shape == shape and array.dtype == np.dtype(dtype)
     assert array.flags.c_contiguous and array.flags.writeable
-    assert array.ctypes.data % CACHE_LINE == 0 or array.size == 0
+    assert array.ctypes.data % host_machine().cache_line == 0 or array.size == 0

@@ -1,13 +1,13 @@
 """Streaming stores: a big kernel's innermost parallel loop stores around the caches.
 
-In a kernel over more than `STREAMING_BYTES` (the last-level cache), the
+In a kernel over more than the target's last-level cache, the
 innermost parallel loop's stores become aligned non-temporal vector stores,
 after a peel that aligns them, saving the read for ownership of every line
 written; the kernel ends with a fence (`Translator.translate`).
 
 Only in the variant with disjoint buffers (`assume_disjoint`); the other
 keeps every loop as written. The threshold is read here, at translation:
-to force streaming stores in a test, patch
+to force streaming stores in a test, set
 `presk.lowering.llvm.streaming_stores.STREAMING_BYTES`.
 """
 
@@ -31,18 +31,28 @@ from presk.lowering.llvm.vector_body import vector_body
 
 __all__ = ["STREAMING_BYTES", "Streaming", "StreamingLoops", "streams_around_caches", "streaming"]
 
-STREAMING_BYTES = 32 << 20
-"""Buffers of a kernel, in bytes, beyond which its stores go around the caches (`streaming`): this
-machine's last level cache (32 MiB of L3)."""
+STREAMING_BYTES: int | None = None
+"""Buffers of a kernel, in bytes, beyond which its stores go around the caches (`streaming`);
+None: the target's last-level cache, as the OS describes it."""
+
+
+def streaming_threshold(machine: Machine) -> int | None:
+    """`STREAMING_BYTES`, else the last-level cache's size; None (never) when the OS describes no cache."""
+    if STREAMING_BYTES is not None:
+        return STREAMING_BYTES
+    llc = machine.last_level_cache
+    return llc.size if llc is not None else None
 
 
 def streams_around_caches(kernel_bytes: int, machine: Machine) -> bool:
-    """Whether a kernel's whole-line stores go around the caches: over `STREAMING_BYTES`, with 64-byte vectors.
+    """Whether a kernel's whole-line stores go around the caches: beyond the last-level cache, with line-wide vectors.
 
     The rule both kinds share: loops this translation vectorises (`streaming`)
-    and the tile stores `psk-vectorize` writes (`VectorOps.streams_lines`).
+    and the tile stores `psk-vectorize` writes (`VectorOps.streams_lines`). A
+    non-temporal store writes a whole line only when a vector is a line.
     """
-    return kernel_bytes > STREAMING_BYTES and machine.vector_bits >= 512
+    threshold = streaming_threshold(machine)
+    return threshold is not None and kernel_bytes > threshold and machine.vector_bits >= 8 * machine.cache_line
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,7 @@ class Streaming:
     lanes: int
     vector_loads: frozenset[Operation]
     stores: tuple[Operation, ...]
-    """Stored with non-temporal vector stores, `lanes` elements (64 bytes) each, once aligned."""
+    """Stored with non-temporal vector stores, `lanes` elements (a cache line) each, once aligned."""
 
 
 def streaming(loop: scf.ForOp, machine: Machine, kernel_bytes: int) -> Streaming | None:
@@ -87,7 +97,7 @@ def streaming(loop: scf.ForOp, machine: Machine, kernel_bytes: int) -> Streaming
     ordered = tuple(op for op in loop.body.block.ops if op in stores)
     if any(op.name != "arith.constant" and not op.name.startswith("arith.") for op in _index_closure(loop, ordered)):
         return None
-    return Streaming(64 // element_size(element), vector_loads, ordered)
+    return Streaming(machine.cache_line // element_size(element), vector_loads, ordered)
 
 
 def _index_closure(loop: scf.ForOp, stores: Sequence[Operation]) -> list[Operation]:
@@ -111,13 +121,14 @@ class StreamingLoops(ScalarLoops, MemoryAccess):
         """A parallel loop with aligned non-temporal vector stores (see `streaming`).
 
         Iterations `[lb, mid)` run as written until the first store's address
-        is 64-byte aligned (every store's then is, when their addresses agree
-        modulo 64, which is checked: else all run as written); `[mid, end)`
+        is on a cache line (every store's then is, when their addresses agree
+        modulo the line, which is checked: else all run as written); `[mid, end)`
         as vectors of `lanes` iterations, loads unaligned, stores aligned and
         non-temporal; `[end, ub)` as written.
         """
         b = self.builder
         lanes = plan.lanes
+        line_mask = I64(self.machine.cache_line - 1)
         block = op.body.block
         iv = block.args[0]
         self.values[iv] = lb
@@ -127,11 +138,11 @@ class StreamingLoops(ScalarLoops, MemoryAccess):
         starts = [b.ptrtoint(self.address(s.operands[1], s.operands[2:], inbounds=False), I64) for s in plan.stores]
         together = I1(1)
         for start in starts[1:]:
-            same = b.icmp_unsigned("==", b.and_(b.sub(start, starts[0]), I64(63)), I64(0))
+            same = b.icmp_unsigned("==", b.and_(b.sub(start, starts[0]), line_mask), I64(0))
             together = b.and_(together, same)
         size = element_size(plan.stores[0].operands[1].type.element_type)  # type: ignore[attr-defined]
         count = b.select(b.icmp_signed(">", ub, lb), b.sub(ub, lb), I64(0))
-        peel = b.lshr(b.and_(b.sub(I64(0), starts[0]), I64(63)), I64(size.bit_length() - 1))
+        peel = b.lshr(b.and_(b.sub(I64(0), starts[0]), line_mask), I64(size.bit_length() - 1))
         peel = b.select(together, b.select(b.icmp_signed("<", peel, count), peel, count), count)
         mid = b.add(lb, peel)
         rest = b.sub(count, peel)

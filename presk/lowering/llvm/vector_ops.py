@@ -12,7 +12,6 @@ from llvmlite import ir
 from xdsl.dialects.builtin import MemRefType, VectorType
 from xdsl.ir import Operation, SSAValue
 
-from presk.target import CACHE_LINE
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I32, I64, element_size, llvm_type
 from presk.lowering.llvm.memory import MemoryAccess
@@ -92,7 +91,7 @@ class VectorOps(MemoryAccess):
         assert isinstance(t, VectorType) and isinstance(buffer.type, MemRefType)
         if not (self.assume_disjoint and streams_around_caches(self.kernel_bytes, self.machine)):
             return False
-        if t.get_shape()[0] * element_size(buffer.type.element_type) != CACHE_LINE:
+        if t.get_shape()[0] * element_size(buffer.type.element_type) != self.machine.cache_line:
             return False
         if self.loaded_buffers is None:
             self.loaded_buffers = frozenset(
@@ -108,10 +107,10 @@ class VectorOps(MemoryAccess):
         time, a branch that goes the same way for every store of a buffer.
         """
         b = self.builder
-        on_line = b.icmp_unsigned("==", b.and_(b.ptrtoint(pointer, I64), I64(CACHE_LINE - 1)), I64(0))
+        on_line = b.icmp_unsigned("==", b.and_(b.ptrtoint(pointer, I64), I64(self.machine.cache_line - 1)), I64(0))
         with b.if_else(on_line) as (streamed, plain):
             with streamed:
-                stored = b.store(value, pointer, align=CACHE_LINE)
+                stored = b.store(value, pointer, align=self.machine.cache_line)
                 stored.set_metadata("nontemporal", self.metadata(I32(1)))
                 self.scope(stored, buffer)
             with plain:

@@ -1,0 +1,139 @@
+"""The target description: levels, register file, caches from the OS, and the override.
+
+Every expectation here is stated for a named level or a fake sysfs tree, so
+the tests hold on any x86-64 host; what depends on the host is compared with
+the host's own description.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from presk.diagnostics import PreskError
+from presk.target import (
+    LEVELS,
+    TARGET_ENV,
+    CacheLevel,
+    host_machine,
+    read_caches,
+    require_native,
+    target_machine,
+    target_named,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cache_dir(root: Path, cpu: int, index: int, level: int, kind: str, size: str, line: int, shared: str) -> None:
+    folder = root / f"cpu{cpu}" / "cache" / f"index{index}"
+    folder.mkdir(parents=True)
+    for name, text in (
+        ("level", str(level)), ("type", kind), ("size", size), ("coherency_line_size", str(line)),
+        ("shared_cpu_list", shared),
+    ):  # fmt: skip
+        (folder / name).write_text(text + "\n")
+
+
+def test_caches_are_read_from_sysfs_for_the_affinity_mask(tmp_path: Path) -> None:
+    """A Zen 3 CCX as Linux shows it: private L1d/L2, an L3 shared by 8 CPUs of which the mask holds 2."""
+    _cache_dir(tmp_path, 4, 0, 1, "Data", "32K", 64, "4")
+    _cache_dir(tmp_path, 4, 1, 1, "Instruction", "32K", 64, "4")
+    _cache_dir(tmp_path, 4, 2, 2, "Unified", "512K", 64, "4")
+    _cache_dir(tmp_path, 4, 3, 3, "Unified", "32768K", 64, "0-7")
+    caches = read_caches([5, 4], root=tmp_path)
+    assert caches == (
+        CacheLevel(1, 32 << 10, 64, 1),
+        CacheLevel(2, 512 << 10, 64, 1),
+        CacheLevel(3, 32 << 20, 64, 2),
+    )
+
+
+def test_no_cache_is_invented_when_the_os_says_nothing(tmp_path: Path) -> None:
+    assert read_caches([0], root=tmp_path) == ()
+    machine = replace(target_machine(), caches=())
+    assert machine.last_level_cache is None and machine.cache(2) is None
+
+
+def test_host_caches_come_from_the_first_cpu_of_the_mask() -> None:
+    import os
+
+    first = min(os.sched_getaffinity(0))
+    assert host_machine().caches == read_caches([first, *os.sched_getaffinity(0)])
+
+
+@pytest.mark.parametrize(("name", "bits", "registers", "f32"), [
+    ("x86-64-v2", 128, 16, (4,)),
+    ("x86-64-v3", 256, 16, (8,)),
+    ("x86-64-v4", 512, 32, (8, 16)),
+])  # fmt: skip
+def test_levels_give_their_register_file(name: str, bits: int, registers: int, f32: tuple[int, ...]) -> None:
+    machine = target_named(name)
+    assert machine.vector_bits == bits
+    assert machine.vector_registers == registers
+    assert machine.lane_widths("f32") == f32
+    assert machine.cpu_name == name
+    assert machine.features <= LEVELS[name]
+    assert not machine.features & machine.disabled_features
+    assert machine.caches == host_machine().caches and machine.cores == host_machine().cores
+
+
+def test_a_narrower_level_disables_the_wider_features() -> None:
+    v3 = target_named("x86-64-v3")
+    assert "avx2" in v3.features and "fma" in v3.features
+    assert not any(f.startswith("avx512") for f in v3.features)
+    if "avx512f" in host_machine().features:
+        assert "-avx512f" in v3.feature_string()
+
+
+def test_the_environment_chooses_the_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TARGET_ENV, "x86-64-v3")
+    assert target_machine() is target_named("x86-64-v3")
+    monkeypatch.setenv(TARGET_ENV, "host")
+    assert target_machine() is host_machine()
+    monkeypatch.setenv(TARGET_ENV, "avx3")
+    with pytest.raises(PreskError) as error:
+        target_machine()
+    assert error.value.code == "E4005" and "x86-64-v3" in str(error.value)
+
+
+def test_kernel_cache_keys_differ_between_targets() -> None:
+    assert target_named("x86-64-v3").key() != target_named("x86-64-v4").key()
+
+
+def test_native_code_needs_the_hosts_features() -> None:
+    require_native(target_named("x86-64-v3")) if "avx2" in host_machine().features else None
+    wider = replace(host_machine(), features=host_machine().features | {"presk-imaginary-feature"}, name="wider")
+    with pytest.raises(PreskError) as error:
+        require_native(wider)
+    assert error.value.code == "E5002" and "presk-imaginary-feature" in str(error.value)
+
+
+def _presk(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "presk.cli.main", *args], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+
+
+def test_march_lowers_for_a_level(tmp_path: Path) -> None:
+    """`"lanes": "full"` under `--march x86-64-v4` prints 16-lane f32 kernels on any host (nothing runs natively)."""
+    plan = tmp_path / "full.json"
+    plan.write_text('{"realization": "f32", "layout": {"gemm/%0": {"tile": [4, 16], "lanes": "full"}}}')
+    program = ROOT / "tests/filecheck/psk_kernel/vectorize_dump.mlir"
+    for level, width in (("x86-64-v4", 16), ("x86-64-v3", 8)):
+        done = _presk(
+            "dump", str(program), "--stage", "kernel", "--entry", "gemm", "--dim", "N=32", "--plan", f"@{plan}",
+            "--march", level,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"vector<{width}xf32>" in done.stdout and f"psk_kernel.lanes = {width}" in done.stdout
+
+
+def test_march_refuses_an_unknown_level() -> None:
+    done = _presk("dump", "corpus/mlp.mlir", "--stage", "core", "--march", "avx3")
+    assert done.returncode == 1
+    assert "error: E4005: unknown target 'avx3'" in done.stderr and "Traceback" not in done.stderr
