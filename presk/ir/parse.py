@@ -178,6 +178,15 @@ def parse_module(
         raise _at_parser(parser, padded, "E1003", f"a dialect could not be loaded: {error}") from None
     except ValueError as error:
         raise _at_parser(parser, padded, "E1001", str(error)) from None
+    except RecursionError:
+        # xDSL's parser recurses several frames per level of nesting (types,
+        # attributes, regions): 100 to 200 levels reach Python's recursion limit.
+        line, col = parser.line_col(parser.pos)
+        raise (
+            PreskError("E1001", "nesting too deep for the parser (Python's recursion limit)")
+            .located(filename, line, col)
+            .with_source(padded)
+        ) from None
     return ParsedModule(module, dict(parser.attribute_aliases), text, filename, line_offset)
 
 
