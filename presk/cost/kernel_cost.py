@@ -38,7 +38,7 @@ from xdsl.ir import Block, Operation
 
 from presk.target import Machine
 from presk.dialects.psk_kernel import WORKERS, KernelOp
-from presk.lowering.kernel_to_llvm import split_loop, trip_count
+from presk.analysis import split_loop, trip_count
 
 __all__ = ["OPERATION_WEIGHTS", "SPLIT_THRESHOLD", "declared_workers", "default_split", "weighted_operations"]
 

@@ -87,6 +87,7 @@ from xdsl.interpreter import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from presk.analysis import written_buffers
 from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import PARALLEL, KernelOp
 from presk.interp.fma import fma
@@ -274,7 +275,7 @@ class _Plan:
 _SUPPORTED: tuple[type[Operation], ...] = (
     arith.ConstantOp, arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.NegfOp, arith.MaximumfOp,
     arith.CmpfOp, arith.CmpiOp, arith.SelectOp, arith.ExtFOp, arith.TruncFOp, arith.IndexCastOp, arith.ExtUIOp,
-    arith.MuliOp, arith.AddiOp, math.FmaOp, math.SqrtOp, math.ExpOp, math.LogOp, math.TanhOp, math.ErfOp,
+    arith.MuliOp, arith.AddiOp, arith.MinSIOp, math.FmaOp, math.SqrtOp, math.ExpOp, math.LogOp, math.TanhOp, math.ErfOp,
     memref.LoadOp, memref.StoreOp, scf.ForOp, scf.YieldOp,
     vector.LoadOp, vector.StoreOp, vector.BroadcastOp, vector.FMAOp, vector.ExtractOp, vector.InsertOp,
     vector.ShuffleOp,
@@ -309,13 +310,12 @@ def _prepare(kernel: KernelOp) -> _Plan:
     for i, t in enumerate(buffers):
         if not isinstance(t, MemRefType):
             raise _unsupported(name, f"argument {i} of type {t} (kernels take buffers)")
-    stored_values = {_stored_buffer(op) for op in kernel.walk() if isinstance(op, _STORES)}
     plan = _Plan(
         kernel,
         name,
         shapes=[tuple(t.get_shape()) for t in buffers],  # type: ignore[union-attr]
         dtypes=[dtype_of(t) for t in buffers],
-        stored={a.index for a in block.args if a in stored_values},
+        stored=set(written_buffers(kernel)),
         buffer_names={a: f"buffer {a.index} ({a.type})" for a in block.args},
     )
     for op in kernel.body.walk():
@@ -459,6 +459,9 @@ def _plan_bounds_checks(plan: _Plan) -> None:
             if lb and ub and step and lb[0] == lb[1] and ub[0] == ub[1] and step[0] == step[1] and step[0] > 0:
                 last = lb[0] + max(0, (ub[0] - lb[0] - 1) // step[0]) * step[0]
                 ranges[op.body.block.args[0]] = (lb[0], max(lb[0], last))
+            elif lb and ub and step and step[0] > 0:
+                # Computed bounds (a k-block cut short at K's end): the variable lies in [min lb, max ub).
+                ranges[op.body.block.args[0]] = (lb[0], max(lb[0], ub[1] - 1))
         elif isinstance(op, arith.AddiOp | arith.MuliOp):
             a, b = ranges.get(op.lhs), ranges.get(op.rhs)
             if a and b:
@@ -467,6 +470,10 @@ def _plan_bounds_checks(plan: _Plan) -> None:
                 else:
                     corners = [x * y for x in a for y in b]
                     ranges[op.result] = (min(corners), max(corners))
+        elif isinstance(op, arith.MinSIOp):
+            a, b = ranges.get(op.lhs), ranges.get(op.rhs)
+            if a and b:
+                ranges[op.result] = (min(a[0], b[0]), min(a[1], b[1]))
         elif isinstance(op, arith.IndexCastOp) and op.input in ranges:
             ranges[op.result] = ranges[op.input]
         elif isinstance(op, _LOADS + _STORES):
@@ -537,6 +544,8 @@ class KernelFunctions(InterpreterFunctions):
 
     @staticmethod
     def _bounds(op: scf.ForOp, lb: Any, ub: Any, step: Any) -> tuple[int, int, int]:
+        # A bound computed in a hoisted serial loop arrives as its iteration's slice: one element.
+        lb, ub, step = (x.reshape(()) if isinstance(x, np.ndarray) and x.size == 1 else x for x in (lb, ub, step))
         try:
             bounds = operator.index(lb), operator.index(ub), operator.index(step)
         except TypeError:
@@ -632,6 +641,13 @@ class KernelFunctions(InterpreterFunctions):
     @impl(arith.AddiOp)
     def run_addi(self, interp: Interpreter, op: arith.AddiOp, args: PythonValues) -> PythonValues:
         return (args[0] + args[1],)
+
+    @impl(arith.MinSIOp)
+    def run_minsi(self, interp: Interpreter, op: arith.MinSIOp, args: PythonValues) -> PythonValues:
+        a, b = args
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            return (np.minimum(a, b),)
+        return (min(a, b),)
 
     # -- math --------------------------------------------------------------------
 

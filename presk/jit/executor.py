@@ -19,12 +19,12 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
-from xdsl.dialects import memref
 from xdsl.dialects.builtin import (
     ModuleOp,
 )
 from xdsl.ir import SSAValue
 
+from presk.analysis import written_buffers
 from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as kernel
 from presk.interp.kernel import dtype_of
@@ -326,24 +326,13 @@ def _written_arguments(block: Any, kernels: dict[str, kernel.KernelOp]) -> froze
             continue
         name = op.kernel.string_value()
         if name not in stores:
-            k = kernels[name]
-            kargs = list(k.body.block.args)
-            stores[name] = sorted({kargs.index(t) for s in k.walk() if (t := _stored_buffer(s)) is not None and t in kargs})
+            stores[name] = sorted(written_buffers(kernels[name]))
         for position in stores[name]:
             value = op.buffers[position]
             i = arguments.get(root.get(value, value))
             if i is not None:
                 written.add(i)
     return frozenset(written)
-
-
-def _stored_buffer(op: Any) -> SSAValue | None:
-    """The buffer a store writes (`memref.store`, `vector.store`: the value, then the buffer), else None."""
-    if isinstance(op, memref.StoreOp):
-        return op.memref
-    if op.name == "vector.store" and len(op.operands) > 1:
-        return op.operands[1]
-    return None
 
 
 def _shares_any(array: np.ndarray, leaves: Sequence[Any], i: int) -> bool:

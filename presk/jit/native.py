@@ -50,12 +50,8 @@ from presk.jit.buffers import BufferSpec, check_buffers
 from presk.jit.engine import CompiledKernel, JitEngine
 from presk.jit.executor import dtype_of
 from presk.jit.pool import WorkerPool
-from presk.lowering.kernel_to_llvm import (
-    launch_iterations,
-    split_loop,
-    translate_kernel,
-    written_buffers,
-)
+from presk.analysis import launch_iterations, split_loop, written_buffers
+from presk.lowering.kernel_to_llvm import translate_kernel
 
 __all__ = ["CHUNKS_PER_WORKER", "KernelCall", "NativeKernel", "NativeRunner", "dtype_of"]
 

@@ -21,7 +21,7 @@ them; patch them there, not here.
 
 from __future__ import annotations
 
-from presk.lowering.llvm.abi import KERNEL_TYPE, launch_iterations, split_loop, trip_count, written_buffers
+from presk.lowering.llvm.abi import KERNEL_TYPE
 from presk.lowering.llvm.bf16 import bf16_to_f32, f32_to_bf16, f64_to_f32_odd
 from presk.lowering.llvm.irtypes import buffer_bytes
 from presk.lowering.llvm.math_calls import emit_math
@@ -42,14 +42,10 @@ __all__ = [
     "emit_math",
     "f32_to_bf16",
     "f64_to_f32_odd",
-    "launch_iterations",
     "ordered_sums",
-    "split_loop",
     "streaming",
     "target_attributes",
     "translate_kernel",
     "translate_module",
     "transpose",
-    "trip_count",
-    "written_buffers",
 ]

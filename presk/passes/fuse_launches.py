@@ -44,9 +44,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import memref, scf, vector
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.dialects import memref, scf
+from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
+from xdsl.ir import Attribute, Block, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -56,6 +56,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
+from presk.analysis import constant_int, written_buffers
 from presk.dialects import psk_kernel as pk
 from presk.dialects.psk_kernel import PARALLEL
 from presk.passes.kernel_layout import unique_name
@@ -64,17 +65,6 @@ __all__ = ["FuseLaunches", "MergeLaunches", "PureNest", "pure_nest"]
 
 SCAN_WINDOW = 256
 """How far back (in launches) a launch looks for a partner."""
-
-
-def _constant_int(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, Operation) and owner.name == "arith.constant":
-        attr = owner.properties.get("value")
-        if attr is None:
-            attr = owner.attributes.get("value")
-        if isinstance(attr, IntegerAttr):
-            return attr.value.data
-    return None
 
 
 @dataclass(frozen=True)
@@ -137,7 +127,7 @@ def pure_nest(kernel: pk.KernelOp) -> PureNest | None:
         loop = fors[0]
         if PARALLEL not in loop.attributes or loop.iter_args:
             return None
-        bounds = [_constant_int(v) for v in (loop.lb, loop.ub, loop.step)]
+        bounds = [constant_int(v) for v in (loop.lb, loop.ub, loop.step)]
         if any(b is None for b in bounds) or bounds[2] <= 0:  # type: ignore[operator]
             return None
         loops.append(loop)
@@ -159,9 +149,9 @@ def pure_nest(kernel: pk.KernelOp) -> PureNest | None:
         return None
     space = tuple(
         (
-            _constant_int(loop.lb),
-            _constant_int(loop.ub),
-            _constant_int(loop.step),
+            constant_int(loop.lb),
+            constant_int(loop.ub),
+            constant_int(loop.step),
             tuple(sorted((k, v) for k, v in loop.attributes.items())),
         )
         for loop in loops
@@ -196,9 +186,7 @@ class _Launch:
 def _access(launch: pk.LaunchOp, kernel: pk.KernelOp, nest: PureNest | None) -> _Launch:
     buffers = list(launch.buffers)
     if nest is None:  # conservatively: reads everything, writes what it stores to
-        args = list(kernel.body.block.args)
-        written = {args.index(op.operands[1]) for op in kernel.walk()
-                   if isinstance(op, memref.StoreOp | vector.StoreOp) and op.operands[1] in args}  # fmt: skip
+        written = written_buffers(kernel)
         return _Launch(launch, None, kernel, {_root(b) for b in buffers}, {_root(buffers[i]) for i in written})
     return _Launch(
         launch, nest, kernel, {_root(buffers[i]) for i in nest.read()}, {_root(buffers[i]) for i in nest.written()}

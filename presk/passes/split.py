@@ -29,7 +29,7 @@ from presk.target import Machine, target_machine
 from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_kernel import PARALLEL, WORKERS
 from presk.dialects.psk_kernel_structured import STRUCTURED_OPS
-from presk.lowering.kernel_to_llvm import split_loop, trip_count
+from presk.analysis import split_loop, trip_count
 from presk.passes.kernel_layout import Violation, consume, kernels, refuse, resolved
 
 

@@ -21,13 +21,8 @@ from presk.ir.parse import parse_module
 from presk.jit import executor
 from presk.jit.engine import JitEngine
 from presk.jit.native import NativeRunner, dtype_of
-from presk.lowering.kernel_to_llvm import (
-    launch_iterations,
-    split_loop,
-    translate_kernel,
-    translate_module,
-    written_buffers,
-)
+from presk.analysis import launch_iterations, split_loop, written_buffers
+from presk.lowering.kernel_to_llvm import translate_kernel, translate_module
 from presk.lowering.compile import apply_layouts
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.bind import BindSizes

@@ -16,9 +16,10 @@ under it and under the bare realization are the same bytes.
 
 Every plan in tests/plan passes the first check (`presk dump --stage
 realize --plan`) on its program, and the second (`psk-verify-layout`) at
-its sizes, on the machine it was written for: AVX-512 with two workers
-(attention.json's 16 f32 lanes and 2 workers); an AVX2 machine refuses
-those 16 lanes (condition 4) and accepts the other plans.
+its sizes, on an AVX2 and on an AVX-512 target with two workers: the
+attention plans state `"lanes": "full"`, the register's width of the target
+that realizes them (8 f32 lanes on AVX2, 16 on AVX-512). The same plan
+stating 16 lanes is refused on AVX2 (condition 4).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +38,7 @@ from xdsl.dialects.func import FuncOp
 from presk import sizes
 from presk.cli.main import main as presk
 from presk.cli.program import load_program
-from presk.target import THREADS_ENV, Machine
+from presk.target import TARGET_ENV, THREADS_ENV, Machine, target_named
 from presk.diagnostics import PreskError
 from presk.dialects.psk_realize import SiteOp
 from presk.ir.context import presk_context
@@ -49,11 +52,21 @@ PLANS = ROOT / "tests" / "plan"
 ENTRIES = PLANS / "entries.txt"
 DEFAULT = PLANS / "default.json"
 
-THIS_MACHINE = Machine(
-    "x86_64-unknown-linux-gnu", "skylake-avx512", frozenset({"avx", "avx2", "fma", "avx512f"}), cores=2, vector_bits=512
-)
-"""The machine the plans of tests/plan were written for (the repository's reference machine: 2 cores, AVX-512)."""
-AVX2 = Machine("x86_64-unknown-linux-gnu", "haswell", frozenset({"avx", "avx2", "fma"}), cores=2, vector_bits=256)
+TARGETS = ("x86-64-v3", "x86-64-v4")
+"""The plans of tests/plan run on both register files (each level with the plans' two workers)."""
+
+
+def two_worker(level: str) -> Machine:
+    return replace(target_named(level), cores=2)
+
+
+@contextlib.contextmanager
+def realizing_for(level: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Machine]:
+    """`PRESK_TARGET=level` while a plan is realized, so that "full" lanes are that level's width."""
+    with monkeypatch.context() as patch:
+        patch.setenv(TARGET_ENV, level)
+        patch.delenv(THREADS_ENV, raising=False)
+        yield two_worker(level)
 
 PLAN_PROGRAMS: dict[str, tuple[str, list[str]]] = {
     "two_dots.json": ("tests/plan/two_dots.mlir", ["B=4"]),
@@ -201,28 +214,44 @@ def realized_plan(name: str) -> tuple[Any, dict[str, int]]:
     return realized(path, bindings, None, str(PLANS / name))
 
 
+@pytest.mark.parametrize("level", TARGETS)
 @pytest.mark.parametrize("name", sorted(PLAN_PROGRAMS))
-def test_every_plan_passes_the_second_check_on_its_machine(name: str) -> None:
-    module, env = realized_plan(name)
-    check_layouts(module, env, THIS_MACHINE)
+def test_every_plan_passes_the_second_check_on_both_register_files(
+    name: str, level: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with realizing_for(level, monkeypatch) as machine:
+        module, env = realized_plan(name)
+        check_layouts(module, env, machine)
 
 
-def test_the_attention_plan_is_written_for_avx512() -> None:
-    module, env = realized_plan("attention.json")
-    with pytest.raises(PreskError) as raised:
-        check_layouts(module, env, AVX2)
+@pytest.mark.parametrize(("level", "width"), [("x86-64-v3", 8), ("x86-64-v4", 16)])
+def test_full_lanes_are_the_register_width_of_the_target(level: str, width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    with realizing_for(level, monkeypatch):
+        module, _ = realized_plan("attention.json")
+    sites = {op.site_name: op for op in module.walk() if isinstance(op, SiteOp)}
+    assert sites["SelfAttention.apply/%13"].layout.stated["lanes"] == width
+
+
+def test_a_plan_stating_a_width_the_target_lacks_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = json.loads((PLANS / "attention.json").read_text(encoding="utf-8"))
+    plan["layout"]["SelfAttention.apply/%13"]["lanes"] = 16
+    sixteen = tmp_path / "attention16.json"
+    sixteen.write_text(json.dumps(plan), encoding="utf-8")
+    path, bindings = PLAN_PROGRAMS["attention.json"]
+    with realizing_for("x86-64-v4", monkeypatch) as machine:
+        check_layouts(*realized(path, bindings, None, str(sixteen)), machine)
+    with realizing_for("x86-64-v3", monkeypatch) as machine, pytest.raises(PreskError) as raised:
+        check_layouts(*realized(path, bindings, None, str(sixteen)), machine)
     assert raised.value.headline.startswith(
         'E7002: nest "SelfAttention.apply/%13", decision "lanes": condition 4: lanes = 16 is not a register width of this '
         "machine for f32"
     )
-    for name in ("two_dots.json", "epilogue.json"):
-        check_layouts(*realized_plan(name), AVX2)
 
 
 def test_the_attention_plan_states_the_seeds_layout() -> None:
     layout = json.loads((PLANS / "attention.json").read_text(encoding="utf-8"))["layout"]
     assert layout == {
-        "SelfAttention.apply/%13": {"tile": [4, 16], "kblock": 32, "order": "JIK", "lanes": 16,
+        "SelfAttention.apply/%13": {"tile": [4, 16], "kblock": 32, "order": "JIK", "lanes": "full",
                                     "split": {"depth": 1, "workers": 2}, "pack": True},
         "SelfAttention.apply/%17": {"passes": 2},
     }  # fmt: skip

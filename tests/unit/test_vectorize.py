@@ -10,7 +10,6 @@ k-block, with the running sums in registers and in the output.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from presk import sizes
-from presk.target import target_machine
+from presk.target import target_named
 from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import KernelOp
 from presk.interp.kernel import KernelInterpreter
@@ -30,6 +29,7 @@ from presk.jit.native import NativeRunner
 from presk.lowering.compile import lower
 from presk.passes import vectorize
 from presk.plans import parse_plan
+from targets import WIDEST, lowering_for
 
 SOURCE = """
 !A = !psk_core.tensor<[i: I, k: K]>
@@ -53,7 +53,8 @@ func.func @add_prod(%a: !A, %b: !B, %r: !C) -> !C {
 }
 """
 DIMS = {"I": 8, "K": 64, "J": 32}
-LANES = {"f64": (4, 8), "f32": (8, 16)}
+LANES = {dtype: target_named(WIDEST).lane_widths(dtype) for dtype in ("f64", "f32")}
+"""Every width of the layout domain: the tests lower for the level that has them all (`targets.WIDEST`)."""
 
 
 def _lower(entry: str, realization: str, layout: dict[str, Any] | None, vectorized: bool = True) -> ModuleOp:
@@ -62,14 +63,15 @@ def _lower(entry: str, realization: str, layout: dict[str, Any] | None, vectoriz
     plan: dict[str, Any] = {"realization": realization}
     if layout is not None:
         plan["layout"] = {f"{entry}/%0": layout}
-    if vectorized:
-        return lower(parsed.module, entry, env, parse_plan(plan, "test"))
-    original = vectorize.VectorizeContractions.apply
-    try:
-        vectorize.VectorizeContractions.apply = lambda self, ctx, op: None  # type: ignore[method-assign]
-        return lower(parsed.module, entry, env, parse_plan(plan, "test"))
-    finally:
-        vectorize.VectorizeContractions.apply = original  # type: ignore[method-assign]
+    with lowering_for(WIDEST):
+        if vectorized:
+            return lower(parsed.module, entry, env, parse_plan(plan, "test"))
+        original = vectorize.VectorizeContractions.apply
+        try:
+            vectorize.VectorizeContractions.apply = lambda self, ctx, op: None  # type: ignore[method-assign]
+            return lower(parsed.module, entry, env, parse_plan(plan, "test"))
+        finally:
+            vectorize.VectorizeContractions.apply = original  # type: ignore[method-assign]
 
 
 @cache
@@ -134,7 +136,7 @@ def test_is_idempotent() -> None:
 def test_register_width_comes_from_the_machine() -> None:
     """On a machine without AVX-512, 16 lanes of f32 are refused (the pass reads `Machine.lane_widths`)."""
     module = _lower("prod", "f32", {"tile": [4, 16], "lanes": 16}, vectorized=False)
-    avx2 = replace(target_machine(), vector_bits=256)
+    avx2 = target_named("x86-64-v3")
     with pytest.raises(PreskError, match=r"lanes = 16 is not a register width of this machine for f32: lanes are 1, 8"):
         vectorize.VectorizeContractions(machine=avx2).apply(presk_context(), module)
     module = _lower("prod", "f32", {"tile": [4, 16], "lanes": 8}, vectorized=False)
@@ -222,8 +224,6 @@ def test_the_widest_tile_gives_the_default_bits(realization: str, lanes: int, la
     with L = 16 and m_i ≤ 4 that is n_j = 32. The k-block 32 in the order
     JKI keeps the running sums in the output between blocks.
     """
-    if lanes not in target_machine().lane_widths(realization):
-        pytest.skip(f"{lanes} lanes of {realization}: not a register width of this machine")
     stated = {**layout, "lanes": lanes}
     groups = 32 // lanes
     for entry, extra in (("prod", {}), ("prod_add", {"epilogue": True})):

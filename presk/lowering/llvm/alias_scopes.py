@@ -21,7 +21,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from presk.dialects.psk_kernel import KernelOp
-from presk.lowering.llvm.abi import written_buffers
+from presk.analysis import written_buffers
 
 __all__ = ["buffer_scopes"]
 

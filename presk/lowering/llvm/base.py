@@ -16,7 +16,8 @@ from xdsl.ir import Operation, SSAValue
 
 from presk.target import Machine
 from presk.dialects.psk_kernel import KernelOp
-from presk.lowering.llvm.abi import KERNEL_TYPE, split_loop
+from presk.analysis import split_loop
+from presk.lowering.llvm.abi import KERNEL_TYPE
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I32, buffer_bytes
 from presk.lowering.llvm.target import FunctionAttributes, target_attributes

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from llvmlite import ir
 from xdsl.dialects import scf
 
-from presk.lowering.llvm.abi import trip_count
+from presk.analysis import trip_count
 from presk.lowering.llvm.base import TranslatorBase
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I64
-from presk.lowering.llvm.queries import constant_int
+from presk.analysis import constant_int
 
 __all__ = ["ScalarLoops"]
 

@@ -30,10 +30,10 @@ from xdsl.ir import Operation, SSAValue
 
 from presk.target import Machine
 from presk.dialects.psk_kernel import PARALLEL
-from presk.lowering.llvm.abi import trip_count
+from presk.analysis import trip_count
 from presk.lowering.llvm.irtypes import I1, I32, I64
 from presk.lowering.llvm.loops import ScalarLoops
-from presk.lowering.llvm.queries import constant_int
+from presk.analysis import constant_int
 from presk.lowering.llvm.target import intrinsic
 from presk.lowering.llvm.vector_body import vector_body
 

@@ -22,7 +22,7 @@ from presk.lowering.llvm.bf16 import bf16_to_f32, f32_to_bf16, f64_to_f32_odd
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import F32, F64, I1, I16, llvm_type, shaped, splat_constant
 from presk.lowering.llvm.math_calls import MATH, emit_math
-from presk.lowering.llvm.queries import attr
+from presk.analysis import attr
 from presk.lowering.llvm.target import intrinsic
 
 __all__ = ["ScalarOps"]
@@ -66,6 +66,9 @@ class ScalarOps(TranslatorBase):
         elif name in _BINARY_INT:
             x, y = self.operands(op)
             self.values[op.results[0]] = getattr(b, _BINARY_INT[name])(x, y)
+        elif name == "arith.minsi":  # a shifted last block's start, or a k-block cut short at K's end
+            x, y = self.operands(op)
+            self.values[op.results[0]] = b.select(b.icmp_signed("<", x, y), x, y)
         elif name == "arith.negf":
             self.values[op.results[0]] = b.fneg(self.value(op.operands[0]))
         elif name in ("arith.maximumf", "arith.minimumf"):

@@ -26,7 +26,7 @@ from presk.dialects.psk_kernel import PARALLEL
 from presk.lowering.llvm.irtypes import I1, I64, element_size
 from presk.lowering.llvm.loops import ScalarLoops
 from presk.lowering.llvm.memory import MemoryAccess
-from presk.lowering.llvm.queries import constant_int
+from presk.analysis import constant_int
 from presk.lowering.llvm.vector_body import vector_body
 
 __all__ = ["STREAMING_BYTES", "Streaming", "StreamingLoops", "streams_around_caches", "streaming"]

@@ -16,7 +16,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
-from presk.lowering.llvm.queries import constant_int
+from presk.analysis import constant_int
 
 __all__ = ["ELEMENTWISE", "inside", "vector_body"]
 
@@ -138,6 +138,10 @@ def vector_body(
                 return None
             stored.add(buffer)
             stores.add(op)
+        elif name == "arith.minsi":  # a shifted last block's start: the same in every iteration, or refused
+            if set(operand_kinds) != {"u"}:
+                return None
+            kinds[op.results[0]] = "u"
         elif name in ELEMENTWISE:
             if "a" in operand_kinds:
                 return None

@@ -1,5 +1,5 @@
-// RUN: presk-opt %s -p 'psk-fuse,psk-realize{plan="%S/Inputs/pack_blocked.json"},psk-lower-kernel{entry=f},psk-pack' | filecheck %s --check-prefix=PACKED
-// RUN: presk-opt %s -p 'psk-fuse,psk-realize{plan="%S/Inputs/pack_blocked.json"},psk-lower-kernel{entry=f},psk-pack,psk-tile,psk-vectorize' | filecheck %s --check-prefix=TILED
+// RUN: presk-opt %s --march x86-64-v4 -p 'psk-fuse,psk-realize{plan="%S/Inputs/pack_blocked.json"},psk-lower-kernel{entry=f},psk-pack' | filecheck %s --check-prefix=PACKED
+// RUN: presk-opt %s --march x86-64-v4 -p 'psk-fuse,psk-realize{plan="%S/Inputs/pack_blocked.json"},psk-lower-kernel{entry=f},psk-pack,psk-tile,psk-vectorize' | filecheck %s --check-prefix=TILED
 //
 // psk-pack on an NN contraction (a dot, tile [4, 16], 16 lanes): operand 1
 // w[k, j] is copied to a blocked panel [j / 16, k, 16], one block per tile

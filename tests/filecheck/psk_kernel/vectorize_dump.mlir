@@ -1,5 +1,5 @@
 // RUN: echo '{"realization": "f32", "layout": {"gemm/%0": {"tile": [4, 16], "kblock": 32, "order": "JIK", "lanes": 16}}}' > %t.f32.json
-// RUN: presk dump %s --stage kernel --entry gemm --dim N=32 --plan @%t.f32.json | filecheck %s
+// RUN: presk dump %s --march x86-64-v4 --stage kernel --entry gemm --dim N=32 --plan @%t.f32.json | filecheck %s
 // RUN: echo '{"realization": "f64", "layout": {"bias/%0": {"tile": [2, 8], "lanes": 4, "epilogue": true}}}' > %t.f64.json
 // RUN: presk dump %s --stage kernel --entry bias --dim N=32 --plan @%t.f64.json | filecheck %s --check-prefix=EPI
 // RUN: echo '{"realization": "f32", "layout": {"gemm/%0": {"tile": [4, 16], "kblock": 32, "order": "JKI", "lanes": 8}}}' > %t.out.json

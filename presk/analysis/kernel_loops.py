@@ -1,0 +1,89 @@
+"""Which iterations a call of a kernel runs, and what it writes.
+
+Every kernel is called as `kernel(args, lo, hi)` (`presk.jit.engine`). Its
+*split loop* (`split_loop`: its outermost `scf.for` when that loop is the
+only loop at the top of the body, is marked `psk_kernel.parallel`, yields
+nothing, and no store sits beside it) runs its iterations `[lo, hi)`,
+clamped to `[0, trip count)`; the ops around it run in every call (they are
+constants, index arithmetic and loads). A kernel without a split loop has
+one iteration: it runs entirely when `lo <= 0 < hi`, so the executor calls
+it with (0, 1). `launch_iterations(kernel)` is that `n`: the executor's
+`[0, n)`.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from presk.dialects.psk_kernel import PARALLEL, KernelOp
+
+__all__ = ["STORE_OPS", "attr", "constant_int", "launch_iterations", "split_loop", "trip_count", "written_buffers"]
+
+STORE_OPS = ("memref.store", "vector.store")
+"""The ops by which a kernel writes a buffer (its second operand)."""
+
+
+def attr(op: Operation, name: str) -> Attribute | None:
+    """A property or attribute of `op` (xDSL attributes can be falsy: test against None)."""
+    value = op.properties.get(name)
+    return value if value is not None else op.attributes.get(name)
+
+
+def constant_int(value: SSAValue) -> int | None:
+    """The integer `value` is, when an `arith.constant` defines it; else None."""
+    owner = value.owner
+    if isinstance(owner, Operation) and owner.name == "arith.constant":
+        value_attr = attr(owner, "value")
+        if isinstance(value_attr, IntegerAttr):
+            return value_attr.value.data
+    return None
+
+
+def trip_count(loop: scf.ForOp) -> int | None:
+    """Iterations of an `scf.for` with constant bounds (None if a bound is not a constant)."""
+    lb, ub, step = (constant_int(v) for v in (loop.lb, loop.ub, loop.step))
+    if lb is None or ub is None or step is None or step <= 0:
+        return None
+    return max(0, -((lb - ub) // step))
+
+
+def split_loop(kernel: KernelOp) -> scf.ForOp | None:
+    """The loop whose iterations `[lo, hi)` a call runs, or None (the kernel is one iteration).
+
+    The only `scf.for` at the top of the body, marked parallel, without results,
+    with constant bounds, and with no store beside it (a store outside the
+    loop would run in every chunk).
+    """
+    loops = [op for op in kernel.body.block.ops if isinstance(op, scf.ForOp)]
+    if len(loops) != 1:
+        return None
+    loop = loops[0]
+    if PARALLEL not in loop.attributes or loop.results or trip_count(loop) is None:
+        return None
+    if any(op.name in STORE_OPS for op in kernel.body.block.ops):
+        return None
+    return loop
+
+
+def launch_iterations(kernel: KernelOp) -> int:
+    """`n`: the executor runs the kernel over `[0, n)` (the split loop's trip count, else 1)."""
+    loop = split_loop(kernel)
+    if loop is None:
+        return 1
+    count = trip_count(loop)
+    assert count is not None
+    return count
+
+
+def written_buffers(kernel: KernelOp) -> frozenset[int]:
+    """Indices of the buffers the kernel stores to (its outputs)."""
+    args = kernel.body.block.args
+    written: set[int] = set()
+    for op in kernel.walk():
+        if op.name in STORE_OPS:
+            target = op.operands[1]
+            if target in args:
+                written.add(args.index(target))
+    return frozenset(written)
