@@ -8,7 +8,7 @@ import llvmlite.binding as llvm
 import pytest
 
 from presk.jit.engine import initialize_llvm
-from presk.target import Machine, target_machine
+from presk.target import Machine, host_machine, target_machine
 from presk.diagnostics import PreskError
 
 
@@ -22,8 +22,8 @@ def machine(*features: str, vector_bits: int, cores: int = 4) -> Machine:
 
 
 def test_host_machine_is_read_from_the_cpu() -> None:
-    host = target_machine()
-    assert host is target_machine()
+    host = host_machine()
+    assert host is host_machine()
     assert host.triple == llvm.get_process_triple()
     assert host.cpu_name == llvm.get_host_cpu_name()
     reported = llvm.get_host_cpu_features()
@@ -32,8 +32,9 @@ def test_host_machine_is_read_from_the_cpu() -> None:
     assert host.cores == len(os.sched_getaffinity(0))
 
 
-def test_host_vector_width_follows_its_features() -> None:
-    host = target_machine()
+@pytest.mark.parametrize("read", [host_machine, target_machine], ids=["host", "target"])
+def test_vector_width_follows_the_features(read: object) -> None:
+    host = read()  # type: ignore[operator]
     if "avx512f" in host.features:
         assert host.vector_bits == 512
         assert host.lane_widths("f32") == (8, 16)
