@@ -15,33 +15,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute
 
 from presk.diagnostics import PreskError
+from presk.dialects.psk_core import ConstDimOp
+from presk.dialects.psk_core_sizes import parse_size_expr
+from presk.dialects.psk_core_types import map_type
 
 SIZE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A size name: what `--dim NAME=N` and size expressions can refer to."""
 
-_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|([*/]))")
-
-
-def parse_size_expr(text: str) -> list[str | int]:
-    """`"D / H"` → [`D`, `/`, `H`]: names and integers joined by `*` and `/`, left to right."""
-    tokens: list[str | int] = []
-    pos = 0
-    text = text.strip()
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise ValueError(f"size expression '{text}': unexpected '{text[pos:].strip()[:1]}'")
-        number, name, op = m.groups()
-        expect_operand = len(tokens) % 2 == 0
-        if (op is not None) == expect_operand:
-            raise ValueError(f"size expression '{text}': expected {'a name or integer' if expect_operand else '* or /'}")
-        tokens.append(int(number) if number is not None else (name or op))
-        pos = m.end()
-    if not tokens or len(tokens) % 2 == 0:
-        raise ValueError(f"size expression '{text}' is incomplete")
-    if 0 in tokens:
-        raise ValueError(f"size expression '{text}' has a 0, which would make a size 0 or divide by it")
-    return tokens
 
 
 def evaluate(tokens: list[str | int], env: Mapping[str, int], what: str) -> int:
@@ -81,15 +61,11 @@ def parse_bindings(items: Iterable[str], flag: str) -> dict[str, int]:
 
 
 def declared_constants(module: ModuleOp) -> dict[str, int | str]:
-    from presk.dialects.psk_core import ConstDimOp
-
     return {op.sym_name.data: op.size for op in module.walk() if isinstance(op, ConstDimOp)}
 
 
 def size_names(types: Iterable[Attribute]) -> set[str]:
     """Every symbolic size named in these types."""
-    from presk.dialects.psk_core_types import map_type
-
     names: set[str] = set()
 
     def visit(size: int | str) -> int | str:

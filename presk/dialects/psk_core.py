@@ -42,6 +42,7 @@ from xdsl.traits import Pure, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
 from presk.dialects import psk_core_rules as rules
+from presk.dialects.psk_core_sizes import parse_size_expr
 from presk.dialects.psk_core_types import (
     IndexTensorType,
     RealType,
@@ -1260,8 +1261,6 @@ class ConstDimOp(IRDLOperation):
         if isinstance(self.value, IntAttr) and self.value.data <= 0:
             raise VerifyException(f"constant size @{self.sym_name.data} is {self.value.data}; sizes are positive")
         if isinstance(self.value, StringAttr):
-            from presk.sizes import parse_size_expr
-
             try:
                 parse_size_expr(self.value.data)
             except ValueError as e:

@@ -22,6 +22,7 @@ from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import IndexTensorType, RealType, TensorType
 from presk.lowering.kernel_builder import KernelBuilder
+from presk.lowering.row_blocks import row_blocks
 
 Scalar = SSAValue
 """A value of the kernel's arithmetic type (or an i64 index element)."""
@@ -51,7 +52,7 @@ class Operand:
         return kb.load_real(self.buffer, indices, arith_type)
 
 
-def _sizes(t: Attribute) -> list[int]:
+def static_sizes(t: Attribute) -> list[int]:
     if isinstance(t, RealType):
         return []
     sizes = list(t.sizes)
@@ -123,7 +124,7 @@ def emit_group(
 ) -> None:
     """One loop nest over the result; the members' expression per element; one store of the root."""
     names = result_type.names if isinstance(result_type, TensorType) else ()
-    with kb.nest(_sizes(result_type)) as ivs:
+    with kb.nest(static_sizes(result_type)) as ivs:
         index = dict(zip(names, ivs))
         values: dict[SSAValue, Scalar] = {}
 
@@ -145,7 +146,7 @@ def emit_reduction(kb: KernelBuilder, op: core.ReductionOp, x: Operand, out: SSA
     xt = op.operand.type
     reduced = [n for n in xt.names if n in op.axes]
     kept = [n for n in xt.names if n not in op.axes]
-    counts = dict(zip(xt.names, _sizes(xt)))
+    counts = dict(zip(xt.names, static_sizes(xt)))
     is_max = isinstance(op, core.ReduceMaxOp)
     if not is_max and kept and list(xt.names) == [*kept, *reduced]:
         _emit_row_sums(kb, op, x, out, arith_type, kept, reduced, counts)
@@ -168,14 +169,12 @@ def _emit_row_sums(
     kb: KernelBuilder, op: core.ReductionOp, x: Operand, out: SSAValue, arith_type: Attribute,
     kept: Sequence[str], reduced: Sequence[str], counts: Mapping[str, int],
 ) -> None:  # fmt: skip
-    """A sum or mean over trailing axes: rows in blocks (`presk.lowering.softmax.row_blocks`).
+    """A sum or mean over trailing axes: rows in blocks (`presk.lowering.row_blocks`).
 
     Each row's sum still runs over its elements in increasing order; a block
     of consecutive rows shares the loops, one running value per row, which
     native code advances together in the lanes of a vector.
     """
-    from presk.lowering.softmax import row_blocks  # softmax imports this module
-
     with row_blocks(kb, kept, counts) as block:
 
         def step(rivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:
@@ -196,8 +195,8 @@ def emit_copy(
 ) -> None:
     """out[...] = x[...] broadcast by name, summing the axes of `x` the result lacks (sum_to)."""
     names = result_type.names if isinstance(result_type, TensorType) else ()
-    x_counts = dict(zip(x.names, _sizes(x.type))) if not isinstance(x.type, RealType) else {}
-    with kb.nest(_sizes(result_type)) as ivs:
+    x_counts = dict(zip(x.names, static_sizes(x.type))) if not isinstance(x.type, RealType) else {}
+    with kb.nest(static_sizes(result_type)) as ivs:
         index = dict(zip(names, ivs))
         if not summed:
             kb.store_real(x.read(kb, index, arith_type), out, list(ivs))
@@ -211,13 +210,13 @@ def emit_copy(
 
 
 def emit_fill(kb: KernelBuilder, value: float, result_type: Attribute, out: SSAValue, arith_type: Attribute) -> None:
-    with kb.nest(_sizes(result_type)) as ivs:
+    with kb.nest(static_sizes(result_type)) as ivs:
         kb.store_real(kb.real(value, arith_type), out, list(ivs))
 
 
 def emit_gather(kb: KernelBuilder, op: core.GatherOp, table: Operand, ids: Operand, out: SSAValue, arith_type: Attribute) -> None:
     rt = op.result.type
-    with kb.nest(_sizes(rt)) as ivs:
+    with kb.nest(static_sizes(rt)) as ivs:
         index = dict(zip(rt.names, ivs))
         row = kb.index_of(ids.read(kb, index, arith_type))
         rest = [index[n] for n in table.names[1:]]
@@ -225,12 +224,12 @@ def emit_gather(kb: KernelBuilder, op: core.GatherOp, table: Operand, ids: Opera
 
 
 def emit_arange(kb: KernelBuilder, rt: IndexTensorType, out: SSAValue) -> None:
-    with kb.nest(_sizes(rt)) as (i,):
+    with kb.nest(static_sizes(rt)) as (i,):
         kb.store(kb.to_i64(i), out, [i])
 
 
 def emit_causal_mask(kb: KernelBuilder, rt: IndexTensorType, out: SSAValue) -> None:
-    with kb.nest(_sizes(rt)) as (i, j):
+    with kb.nest(static_sizes(rt)) as (i, j):
         allowed = kb.add(arith.CmpiOp(j, i, "ule"))
         kb.store(kb.bool_to_i64(allowed), out, [i, j])
 
@@ -244,7 +243,7 @@ def emit_product(
     summed: Sequence[str], sizes: Mapping[str, int], out: SSAValue, arith_type: Attribute,
 ) -> None:  # fmt: skip
     """out[r] = Σ over the summed axes, in increasing order, of the operands' product; two operands by FMA."""
-    with kb.nest(_sizes(rt)) as ivs:
+    with kb.nest(static_sizes(rt)) as ivs:
         index = dict(zip(rt.names, ivs))
 
         def term(at: Mapping[str, SSAValue]) -> list[Scalar]:

@@ -3,7 +3,7 @@
 A row's arithmetic is the reference's, whatever the block: its maximum, then
 the sum of its exponentials in increasing index order, then the quotients.
 What the blocks change is only the order in which independent rows are
-worked on. `jam_factor` consecutive rows of the innermost row axis form a
+worked on. `presk.lowering.row_blocks.jam_factor` consecutive rows of the innermost row axis form a
 block; each row's maximum is one loop streaming through the row; then one
 loop over the softmax axis carries the running sums of every row of the
 block, so that native code has that many independent sums in flight (one
@@ -18,8 +18,6 @@ IR (vectorised over the blocks), so it gives the same bits.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, SSAValue
@@ -27,35 +25,9 @@ from xdsl.ir import Attribute, SSAValue
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import TensorType
 from presk.lowering.kernel_builder import KernelBuilder
-from presk.lowering.nests import Operand, Scalar, _sizes, accumulate
+from presk.lowering.nests import Operand, Scalar, accumulate, static_sizes
+from presk.lowering.row_blocks import row_blocks
 
-JAM_ROWS = 8
-"""Rows per block, at most: 8 running sums in one vector (a ymm of f32, a zmm of f64). Blocks of 16
-f32 rows (a zmm of sums) ran softmax [24576, 256] 3–12% slower on two threads in five side-by-side
-runs, and no faster on one (probably because 16 rows of 256 f32 and their exponentials, 32 KiB, fill
-L1 by themselves)."""
-
-
-def jam_factor(count: int) -> int:
-    """Rows per block: the largest power of two up to `JAM_ROWS` that divides `count`."""
-    factor = JAM_ROWS
-    while factor > 1 and count % factor:
-        factor //= 2
-    return factor
-
-
-@contextmanager
-def row_blocks(
-    kb: KernelBuilder, rows: Sequence[str], counts: Mapping[str, int]
-) -> Iterator[list[dict[str, SSAValue]]]:
-    """A parallel nest over the rows, its innermost axis in blocks: yields each row of a block, by axis name."""
-    if not rows:
-        yield [{}]
-        return
-    jam = jam_factor(counts[rows[-1]])
-    with kb.nest([counts[n] for n in rows[:-1]] + [counts[rows[-1]] // jam]) as ivs:
-        outer = dict(zip(rows[:-1], ivs[:-1]))
-        yield [{**outer, rows[-1]: kb.offset(ivs[-1], jam, j)} for j in range(jam)]
 
 
 def emit_softmax(
@@ -73,7 +45,7 @@ def emit_softmax(
     place, instead of computing it again.
     """
     rows = [n for n in xt.names if n != axis]
-    counts = dict(zip(xt.names, _sizes(xt)))
+    counts = dict(zip(xt.names, static_sizes(xt)))
     n = counts[axis]
     assert isinstance(out.type, MemRefType)
     keep = out.type.element_type == arith_type
@@ -133,7 +105,7 @@ def emit_cross_entropy(
     lt = op.logits.type
     axis = op.axis.data
     rows = [n for n in lt.names if n != axis]
-    counts = dict(zip(lt.names, _sizes(lt)))
+    counts = dict(zip(lt.names, static_sizes(lt)))
     zero = kb.real(0.0, arith_type)
 
     def row_loss(rivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:

@@ -26,7 +26,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from presk.dialects.psk_core_types import TensorType
 from presk.lowering.kernel_builder import KernelBuilder
-from presk.lowering.nests import Operand, Scalar, _sizes, accumulate
+from presk.lowering.nests import Operand, Scalar, accumulate, static_sizes
 
 REFUSAL = (
     "two softmax passes keep exp(x − m) in the output between the passes, which needs the storage type to be the "
@@ -41,7 +41,7 @@ def emit_softmax_two_pass(
 ) -> None:  # fmt: skip
     """The softmax of each row in two passes over its input and one in place over its output."""
     rows = [n for n in xt.names if n != axis]
-    counts = dict(zip(xt.names, _sizes(xt)))
+    counts = dict(zip(xt.names, static_sizes(xt)))
     with kb.nest([counts[n] for n in rows]) as ivs:
         row = dict(zip(rows, ivs))
 

@@ -36,7 +36,7 @@ from presk.ir.context import presk_context  # noqa: E402
 from presk.ir.parse import parse_module  # noqa: E402
 from presk.jit.executor import HostProgram, flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
-from presk.lowering import kernel_to_llvm, softmax  # noqa: E402
+from presk.lowering import kernel_to_llvm, row_blocks  # noqa: E402
 from presk.lowering.llvm import streaming_stores  # noqa: E402
 from presk.lowering.compile import lower  # noqa: E402
 from presk.plans import plan_from_options  # noqa: E402
@@ -110,8 +110,8 @@ def test_blocked_rows_same_bits_as_single_rows(
 ) -> None:
     module = parsed(SOFTMAX_ROWS)
     blocked = both(module, entry, dims, realize, native)
-    monkeypatch.setattr(softmax, "JAM_ROWS", 1)  # blocks of one row: the plain three-pass nest
-    assert softmax.jam_factor(16) == 1
+    monkeypatch.setattr(row_blocks, "JAM_ROWS", 1)  # blocks of one row: the plain three-pass nest
+    assert row_blocks.jam_factor(16) == 1
     assert both(module, entry, dims, realize, native) == blocked
 
 
@@ -151,7 +151,7 @@ def test_running_sums_vectorised_where_expected() -> None:
     plans = [kernel_to_llvm.ordered_sums(loop, machine) for loop in loops]
     maxima, sums = plans[:-1], plans[-1]
     assert all(p is None for p in maxima)  # one running maximum per row: `running_maximum`'s, not running sums
-    assert sums is not None and len(sums.terms) == softmax.jam_factor(64)
+    assert sums is not None and len(sums.terms) == row_blocks.jam_factor(64)
     ir = kernel_to_llvm.translate_kernel(kernels["softmax"], machine)
     assert ".sums.body" in ir and "shufflevector" in ir and "llvm.prefetch" in ir
     import re
@@ -171,8 +171,8 @@ def test_mean_rows_vectorised() -> None:
     (loop,) = serial_loops(kernels["mean"])
     plan = kernel_to_llvm.ordered_sums(loop, machine)
     if machine.vector_bits >= 256:
-        # One running sum per row of a block (softmax.JAM_ROWS rows); the terms in vectors of as many f32.
-        assert plan is not None and plan.group == softmax.JAM_ROWS and plan.lanes == softmax.JAM_ROWS
+        # One running sum per row of a block (row_blocks.JAM_ROWS rows); the terms in vectors of as many f32.
+        assert plan is not None and plan.group == row_blocks.JAM_ROWS and plan.lanes == row_blocks.JAM_ROWS
 
 
 @pytest.mark.parametrize("realize", ["f64", "f32"])
