@@ -90,6 +90,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from presk.analysis import written_buffers
 from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import PARALLEL, KernelOp
+from presk.interp.bf16 import truncate_f64_to_bf16
 from presk.interp.fma import fma
 
 __all__ = ["KernelFunctions", "KernelInterpreter", "dtype_of", "ieee_maximum", "truncate_f64_to_bf16"]
@@ -150,24 +151,6 @@ def ieee_maximum(a: Any, b: Any) -> Any:
         return a + b  # a nan: stays nan (quiet), in the operands' type
     tie = a == b
     return np.where(tie, np.where(np.signbit(a), b, a), np.maximum(a, b))
-
-
-def truncate_f64_to_bf16(x: Any) -> Any:
-    """float64 to bfloat16, rounded once to nearest even.
-
-    Two roundings (f64 -> f32 -> bf16) can differ from one; rounding to odd
-    at the f32 step (24 >= 8 + 2 bits) makes the pair equal to one rounding.
-    """
-    a = np.asarray(x, dtype=F64)
-    f = a.astype(F32)
-    back = f.astype(F64)
-    inexact = (back != a) & np.isfinite(f)
-    bits = f.view(np.int32)
-    fix = inexact & ((bits & 1) == 0)
-    step = np.where(np.abs(a) > np.abs(back), 1, -1).astype(np.int32)
-    odd = np.where(fix, bits + step, bits).view(F32)
-    out = odd.astype(BF16)
-    return out[()] if out.ndim == 0 else out
 
 
 def _cast(x: Any, dtype: np.dtype) -> Any:

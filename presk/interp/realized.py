@@ -22,6 +22,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
+from presk.interp.bf16 import f64_to_f32_odd
 from presk.dialects.psk_realize import GroupOp, NestOp, SiteOp
 
 ARITH_DTYPES: dict[str, type[np.floating]] = {"f64": np.float64, "f32": np.float32}
@@ -54,33 +55,9 @@ def to_storage(value: Any, storage: str) -> Any:
         return value
     if storage == "bf16":
         with np.errstate(invalid="ignore"):  # NaN stays NaN
-            rounded = _as_f32_for_bf16(np.asarray(value)).astype(ml_dtypes.bfloat16).astype(np.float32)
+            rounded = f64_to_f32_odd(np.asarray(value)).astype(ml_dtypes.bfloat16).astype(np.float32)
         return rounded if isinstance(value, np.ndarray) else rounded[()]
     return to_arith(value, storage)
-
-
-def _as_f32_for_bf16(a: np.ndarray) -> np.ndarray:
-    """`a` in f32, such that rounding it to bf16 to nearest even rounds the original value once.
-
-    ml_dtypes converts f64 to bf16 through f32, and two roundings to nearest
-    are not one: 1 + 2^-8 + 2^-40 rounds to the f32 tie 1 + 2^-8, which then
-    rounds to even, 1, where the nearest bf16 is 1 + 2^-7. An f64 (an
-    argument entering a bf16 program) is therefore rounded to f32 *to odd*:
-    truncated, with the last bit set when inexact. f32 has 24 bits, at least
-    bf16's 8 + 2, so the second rounding to nearest even is then exact
-    (double rounding by round-to-odd, as `arith.truncf` f64 -> bf16 is
-    lowered); NaN and ±inf are kept, and an f64 beyond f32's range still
-    rounds to ±inf.
-    """
-    if a.dtype != np.float64:
-        return a.astype(np.float32)
-    with np.errstate(over="ignore", invalid="ignore"):
-        nearest = a.astype(np.float32)
-        inexact = (nearest.astype(np.float64) != a) & ~np.isnan(a)
-        away = inexact & (np.abs(nearest.astype(np.float64)) > np.abs(a))
-        truncated = np.where(away, np.nextafter(nearest, np.float32(0)), nearest)
-    bits = np.asarray(np.asarray(truncated, dtype=np.float32).view(np.uint32) | inexact.astype(np.uint32))
-    return bits.view(np.float32)
 
 
 @register_impls
