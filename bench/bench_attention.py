@@ -14,7 +14,7 @@ count the script runs itself in a fresh process with `OPENBLAS_NUM_THREADS`,
 is told `torch.set_num_threads`. Per `ein`:
 
 1. Sweep: every point of the swept space (`--space`) is lowered through the
-   real pipeline (`presk.lowering.compile.lower`), run once to warm up and
+   real pipeline (`presk.pipeline.lower`), run once to warm up and
    timed over `--screen` calls (median). Points the layout checks refuse
    (E7002) are counted and skipped.
 2. Side by side: the default layout, the best swept point,
@@ -154,7 +154,7 @@ def _worker(args: argparse.Namespace) -> None:
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram
     from presk.jit.native import NativeRunner
-    from presk.lowering.compile import lower
+    from presk.pipeline import lower
     from presk.plans import parse_plan
 
     torch = torch_or_none(args.threads)

@@ -41,7 +41,7 @@ def host_program(layout: dict[str, Any], dims: dict[str, int], consts: dict[str,
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram, flatten_inputs
     from presk.jit.native import NativeRunner
-    from presk.lowering.compile import lower
+    from presk.pipeline import lower
     from presk.plans import read_plan
 
     parsed = parse_module(presk_context(), PROGRAM.read_text(), str(PROGRAM))

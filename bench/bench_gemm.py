@@ -10,7 +10,7 @@ OpenBLAS reads its thread count when it is imported): `OPENBLAS_NUM_THREADS`,
 `torch.set_num_threads`. Per (dtype, size):
 
 1. Sweep: every point of the swept space (`--space`) is lowered through the
-   real pipeline (`presk.lowering.compile.lower`, so `psk-vectorize` runs
+   real pipeline (`presk.pipeline.lower`, so `psk-vectorize` runs
    wherever a point states lanes), run once to warm up and timed over
    `--screen` calls (median). Every point keeps the split at the executor's
    default (every worker on the outermost loop, when it is parallel).
@@ -113,7 +113,7 @@ def _worker(args: argparse.Namespace) -> None:
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram
     from presk.jit.native import NativeRunner
-    from presk.lowering.compile import lower
+    from presk.pipeline import lower
     from presk.plans import parse_plan
 
     torch = torch_or_none(args.threads)

@@ -34,7 +34,7 @@ def prepare(program: str, entry: str, dims: dict[str, int], cache_dir: str) -> d
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
     from presk.jit.engine import JitEngine
-    from presk.lowering.compile import lower
+    from presk.pipeline import lower
     from presk.lowering.kernel_to_llvm import translate_kernel
     from presk.plans import plan_from_options
 

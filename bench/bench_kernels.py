@@ -52,7 +52,7 @@ def presk_host(program: str, entry: str, dims: dict[str, int], realize: str = "f
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram
     from presk.jit.native import NativeRunner
-    from presk.lowering.compile import lower
+    from presk.pipeline import lower
     from presk.plans import plan_from_options
 
     path = ROOT / "bench" / "programs" / program

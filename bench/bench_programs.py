@@ -77,7 +77,7 @@ def program(
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram, flatten_inputs
-    from presk.lowering.compile import lower
+    from presk.pipeline import lower
     from presk.plans import plan_from_options
 
     parsed = parse_module(presk_context(), (ROOT / path).read_text(), path)

@@ -1,6 +1,7 @@
 """The whole way down for one entry: PSK-Core → bound → fused → realized → PSK-Kernel.
 
-The same sequence `presk-opt` spells as
+It stands above the passes and the lowering, which it strings together, so
+that neither room imports the other's driver. The same sequence `presk-opt` spells as
 `psk-bind,psk-fuse,psk-realize,psk-lower-kernel{entry=F},psk-epilogue,psk-pack,psk-tile,psk-softmax-passes,psk-split,psk-vectorize`, as one function
 for the subcommands and tests that run or print a program's kernels.
 """

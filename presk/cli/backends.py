@@ -14,7 +14,7 @@ from typing import Any
 from presk.cli.program import Program, in_program
 from presk.diagnostics import PreskError
 from presk.jit.executor import HostProgram, Runner
-from presk.lowering.compile import lower
+from presk.pipeline import lower
 from presk.plans import Plan
 
 KERNEL_BACKENDS = ("kernel", "native")

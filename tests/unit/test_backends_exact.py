@@ -3,7 +3,7 @@
 Every entry of every corpus file runs at small sizes (B = 2, T = 8, the
 files' own constants; attention also at the odd T = 5, where nothing tiles
 or vectorises evenly), lowered in process exactly as `presk run --backend`
-lowers it (`presk.lowering.compile.lower`), launched by the real host
+lowers it (`presk.pipeline.lower`), launched by the real host
 executor (`presk.jit.executor.HostProgram`):
 
 (a) native == kernel interpreter, byte for byte (dtype and bytes), in f64,
@@ -61,8 +61,8 @@ from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.jit.native import NativeRunner
-from presk.lowering import compile as compile_module
-from presk.lowering.compile import lower, realize
+from presk import pipeline as pipeline_module
+from presk.pipeline import lower, realize
 from presk.plans import Plan, plan_from_options
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -293,7 +293,7 @@ def native() -> Iterator[NativeRunner]:
 def runs(native: NativeRunner) -> Iterator[Runs]:
     runs = Runs(native)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compile_module, "realize", runs.realize)
+        patch.setattr(pipeline_module, "realize", runs.realize)
         yield runs
 
 

@@ -38,7 +38,7 @@ from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram
 from presk.jit.native import NativeRunner
-from presk.lowering.compile import lower
+from presk.pipeline import lower
 from presk.plans import parse_plan
 
 PROGRAM = """

@@ -31,7 +31,7 @@ from presk.ir.context import presk_context  # noqa: E402
 from presk.ir.parse import parse_module  # noqa: E402
 from presk.jit.executor import HostProgram, flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
-from presk.lowering.compile import lower  # noqa: E402
+from presk.pipeline import lower  # noqa: E402
 from presk.passes.fuse_launches import FuseLaunches, pure_nest  # noqa: E402
 from presk.plans import plan_from_options  # noqa: E402
 

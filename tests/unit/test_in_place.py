@@ -36,7 +36,7 @@ from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.jit.native import NativeRunner
-from presk.lowering.compile import lower
+from presk.pipeline import lower
 from presk.passes.in_place import InPlace, donate, donated_paths, select_paths
 from presk.plans import plan_from_options
 

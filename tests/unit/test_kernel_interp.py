@@ -39,7 +39,7 @@ from presk.interp.reference import find_entry, run_entry
 from presk.interp.values import leaf_items
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
-from presk.lowering.compile import apply_layouts
+from presk.pipeline import apply_layouts
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.bind import BindSizes
 from presk.passes.fuse import FuseElementwise

@@ -23,7 +23,7 @@ from presk.jit.engine import JitEngine
 from presk.jit.native import NativeRunner, dtype_of
 from presk.analysis import launch_iterations, split_loop, written_buffers
 from presk.lowering.kernel_to_llvm import translate_kernel, translate_module
-from presk.lowering.compile import apply_layouts
+from presk.pipeline import apply_layouts
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.bind import BindSizes
 from presk.passes.fuse import FuseElementwise

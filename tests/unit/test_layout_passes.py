@@ -25,7 +25,7 @@ from presk.interp.reference import find_entry
 from presk.ir.context import presk_context
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.jit.native import NativeRunner
-from presk.lowering.compile import apply_layouts, lower, realize
+from presk.pipeline import apply_layouts, lower, realize
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.kernel_layout import LAYOUT
 from presk.plans import plan_from_options

@@ -24,7 +24,7 @@ from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram
 from presk.jit.native import NativeRunner
-from presk.lowering.compile import lower
+from presk.pipeline import lower
 from presk.lowering.llvm.maximum_loops import ACCUMULATORS
 from presk.lowering.llvm.translator import translate_kernel
 from presk.plans import parse_plan

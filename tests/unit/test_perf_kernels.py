@@ -38,7 +38,7 @@ from presk.jit.executor import HostProgram, flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
 from presk.lowering import kernel_to_llvm, row_blocks  # noqa: E402
 from presk.lowering.llvm import streaming_stores  # noqa: E402
-from presk.lowering.compile import lower  # noqa: E402
+from presk.pipeline import lower  # noqa: E402
 from presk.plans import plan_from_options  # noqa: E402
 
 SOFTMAX_ROWS = """

@@ -43,7 +43,7 @@ from presk.diagnostics import PreskError
 from presk.dialects.psk_realize import SiteOp
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
-from presk.lowering.compile import realize
+from presk.pipeline import realize
 from presk.passes.verify_layout import check_layouts
 from presk.plans import plan_from_options
 

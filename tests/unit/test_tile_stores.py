@@ -25,7 +25,7 @@ from presk.ir.parse import parse_module
 from presk.jit.buffers import empty_aligned
 from presk.jit.executor import HostProgram
 from presk.jit.native import NativeRunner
-from presk.lowering.compile import lower
+from presk.pipeline import lower
 from presk.lowering.llvm import streaming_stores
 from presk.lowering.llvm.translator import translate_kernel
 from presk.plans import parse_plan
