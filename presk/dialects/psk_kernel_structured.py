@@ -45,8 +45,10 @@ class ContractOp(IRDLOperation):
 
     Each buffer's axes are named (`lhs_axes`, ...); `nt` marks an operand 1
     that carries K innermost; `rhs_block = n` an operand 1 read from a
-    blocked panel [outer..., J/n, K, n] (`psk-pack` on an NN contraction),
-    its axes still named [outer..., K, J]. The addend is a buffer (its
+    blocked panel [outer..., ⌈J/n⌉, K, n] (`psk-pack` on an NN contraction;
+    where n does not divide J its last block holds J's last n columns, as
+    the tile's shifted last block reads them), its axes still named
+    [outer..., K, J]. The addend is a buffer (its
     PSK-Core type in `addend_type`, for its broadcasting) or a literal
     (`addend_literal`); `product_first` keeps the add's operand order.
     """
@@ -137,6 +139,15 @@ class ContractOp(IRDLOperation):
             columns = rhs.get_shape()[-1]
             if columns != self.block:
                 raise VerifyException(f"the blocked panel {rhs} has blocks of {columns} columns, not {self.block}")
+            out = self.out.type
+            if isinstance(out, MemRefType) and self.j.data in self.axes_of("out") and columns > 0:
+                j_size = out.get_shape()[self.axes_of("out").index(self.j.data)]
+                want = -(-j_size // columns)  # the tile's J blocks, the last one shifted back where n does not divide J
+                if rhs.get_shape()[-3] != want:
+                    raise VerifyException(
+                        f"the blocked panel {rhs} has {rhs.get_shape()[-3]} blocks, not the {want} blocks of "
+                        f"{columns} columns of J = {j_size}"
+                    )
         if self.addend is not None and self.addend_type is None:
             raise VerifyException("an addend buffer needs its addend_type")
 

@@ -11,9 +11,16 @@ bits. What each decision becomes:
   next (zeroed first, then one FMA per k and column, read and written back).
 - `tile` [m_i, n_j]: the block loops step over tiles of m_i rows and n_j
   columns; the body holds m_i·n_j accumulators, loads m_i elements of
-  operand 0 and n_j of operand 1 per k, and stores the tile once.
+  operand 0 and n_j of operand 1 per k, and stores the tile once. A tile
+  that does not divide its axis runs ⌈I / m_i⌉ (or ⌈J / n_j⌉) blocks, the
+  last one shifted back to end at the axis's end (`_tile_indices`): its
+  overlap with the block before it is computed again by the same chains and
+  stored again with the same bits. That needs m_i ≤ I and n_j ≤ J, and a
+  block loop the k-block loop does not enclose (below); condition 3.
 - `kblock` (32, 128): the k loop becomes a loop over blocks of K and one
-  within each block, k = block·size + within, still in increasing k.
+  within each block, k = block·size + within, still in increasing k. A
+  k-block that does not divide K cuts its last block short: the loop
+  within block b runs over [b·size, min(b·size + size, K)).
 - `order`: the block loops, outermost first. Without a k-block "IJ" or
   "JI". With one, a permutation of "IJK": when K is the innermost block
   loop ("IJK", "JIK") the running sums stay in registers across blocks;
@@ -21,7 +28,9 @@ bits. What each decision becomes:
   are kept in the OUTPUT buffer between blocks (read back at every block
   but the first, which starts from zero through a select), which is exact
   only when the storage type is the arithmetic type (condition 7, checked
-  by the caller).
+  by the caller). A block loop the k-block loop encloses cannot shift its
+  last tile: the tile would read sums that already hold the current block
+  of K and add it again; so there the tile divides the axis (condition 3).
 - `lanes`: recorded here as `psk_kernel.lanes = L` on the loop over the
   tile's columns (the J block loop, whose body holds the n_j unrolled
   columns; the row-wise form's inner column loop), and applied by
@@ -33,9 +42,10 @@ bits. What each decision becomes:
 - `pack`: done at the host level by `psk-pack` (`presk.passes.pack`):
   operand 1 of an NT contraction copied to a panel (outer axes..., K, J) by
   `emit_pack`, which the contraction then reads as NN; operand 1 of an NN
-  contraction copied to a blocked panel (outer axes..., J/n_j, K, n_j) by
+  contraction copied to a blocked panel (outer axes..., ⌈J/n_j⌉, K, n_j) by
   `emit_blocked_pack`, which the tile reads one block at a time
-  (`ContractionOperands.b_block`).
+  (`ContractionOperands.b_block`); its blocks hold the columns of the
+  tile's J blocks, the last one shifted back as the tile is.
 - `split`: done on the finished kernel (`psk-split`, `presk.passes.split.apply_split`), but for
   the row-wise form's J loop, which sits inside the serial k loop: split, it
   is emitted outermost (`by_columns`).
@@ -49,7 +59,7 @@ bits. What each decision becomes:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -80,7 +90,7 @@ class ContractionOperands:
     out_labels: tuple[str, ...]
     sizes: Mapping[str, int]
     b_block: int | None = None
-    """Operand 1 is a blocked panel [outer..., J/n, K, n] of n = `b_block` columns (`psk-pack` on NN)."""
+    """Operand 1 is a blocked panel [outer..., ⌈J/n⌉, K, n] of n = `b_block` columns (`psk-pack` on NN)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +115,11 @@ class TiledLayout:
     def sums_in_output(self) -> bool:
         """Whether the k-block loop encloses the I or J block loop (running sums kept in the output)."""
         return self.kblock is not None and self.order[-1] != "K"
+
+    @property
+    def enclosed(self) -> str:
+        """The block loops the k-block loop encloses ("" where the running sums stay in registers)."""
+        return self.order[self.order.index("K") + 1 :] if self.kblock is not None else ""
 
 
 def tiled_layout(layout: Mapping[str, Any]) -> TiledLayout:
@@ -240,7 +255,11 @@ def _tiled(
     n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
     m, n, size = tl.m, tl.n, tl.kblock
     assert co.b_block in (None, n), "a blocked panel's blocks are the tile's columns"
-    counts = {"I": n_i // m, "J": n_j // n, "K": n_k // size if size is not None else 1}
+    assert m <= n_i and n <= n_j, "condition 3: a tile fits in the output"
+    assert not tl.sums_in_output or all(
+        extent % block == 0 for letter, extent, block in (("I", n_i, m), ("J", n_j, n)) if letter in tl.enclosed
+    ), "condition 3: a block loop the k-block loop encloses has no shifted last tile"
+    counts = {"I": blocks(n_i, m), "J": blocks(n_j, n), "K": blocks(n_k, size) if size is not None else 1}
     # In registers, the k-block loop is the outer of the two k loops around the tile's body.
     letters = tl.order if tl.sums_in_output else tl.order.replace("K", "")
     with ExitStack() as stack:
@@ -250,8 +269,8 @@ def _tiled(
             if letter == "J" and lanes is not None:
                 loop.op.attributes[LANES] = lanes_attribute(lanes)
             ivs[letter] = loop.iv
-        rows = [kb.offset(ivs["I"], m, r) for r in range(m)]
-        cols = [kb.offset(ivs["J"], n, s) for s in range(n)]
+        rows = _tile_indices(kb, ivs["I"], m, n_i)
+        cols = _tile_indices(kb, ivs["J"], n, n_j)
         zero = kb.real(0.0, arith_type)
         cells = [_at(co.out_labels, {**base, c.i: rows[r], c.j: cols[s]}) for r in range(m) for s in range(n)]
 
@@ -270,11 +289,15 @@ def _tiled(
         if not tl.sums_in_output:
             if size is None:
                 sums = accumulate(kb, [n_k], [zero] * (m * n), lambda kivs, accs: step_at(kivs[0], accs))
-            else:
+            elif n_k % size == 0:
                 sums = accumulate(
                     kb, [counts["K"], size], [zero] * (m * n),
                     lambda kivs, accs: step_at(kb.offset(kivs[0], size, kivs[1]), accs),
                 )  # fmt: skip
+            else:
+                with kb.loop(counts["K"], inits=[zero] * (m * n)) as k_blocks:
+                    k_blocks.yields = _within_block(kb, k_blocks.iv, size, n_k, k_blocks.args, step_at)
+                sums = k_blocks.results
             for r in range(m):
                 for s in range(n):
                     value = sums[r * n + s]
@@ -287,7 +310,7 @@ def _tiled(
         block = ivs["K"]
         first = kb.add(arith.CmpiOp(block, kb.index(0), "eq"))
         inits = [kb.select(first, zero, kb.load_real(out, cell, arith_type)) for cell in cells]
-        sums = accumulate(kb, [size], inits, lambda kivs, accs: step_at(kb.offset(block, size, kivs[0]), accs))  # type: ignore[arg-type]
+        sums = _within_block(kb, block, size, n_k, inits, step_at)  # type: ignore[arg-type]
         last = kb.add(arith.CmpiOp(block, kb.index(counts["K"] - 1), "eq")) if epilogue is not None else None
         for r in range(m):
             for s in range(n):
@@ -296,6 +319,57 @@ def _tiled(
                     at = {**base, c.i: rows[r], c.j: cols[s]}
                     value = kb.select(last, _with_epilogue(kb, value, out, epilogue, at, arith_type), value)  # type: ignore[arg-type]
                 kb.store_real(value, out, cells[r * n + s])
+
+
+def blocks(extent: int, block: int) -> int:
+    """The iterations of a block loop: ⌈extent / block⌉, the last block shifted back or cut short."""
+    return -(-extent // block)
+
+
+def _tile_indices(kb: KernelBuilder, iv: SSAValue, count: int, extent: int) -> list[SSAValue]:
+    """The `count` consecutive rows (or columns) of block `iv` along an axis of `extent`.
+
+    Where the tile divides the axis, block b holds b·count + r. Otherwise the
+    last block is shifted back to end at the axis's end: block b starts at
+    min(b·count, extent − count), so it overlaps the block before it. The
+    overlapped elements are computed again by the same chain (zero, then
+    one FMA per k in increasing k, in registers) and stored again with the
+    bits they already hold. That holds only where each tile's whole chain
+    runs before it is stored, so a block loop the k-block loop encloses
+    (`TiledLayout.enclosed`, its sums waiting in the output between blocks
+    of K) never shifts: the lowering's callers refuse it (condition 3).
+    The indices stay consecutive from one start, so the tile's lanes load
+    and store them as vectors from an unaligned column.
+    """
+    if extent % count == 0:
+        return [kb.offset(iv, count, r) for r in range(count)]
+    start = _shifted_start(kb, iv, count, extent)
+    return [kb.offset(start, 1, r) for r in range(count)]
+
+
+def _shifted_start(kb: KernelBuilder, iv: SSAValue, count: int, extent: int) -> SSAValue:
+    """min(iv·count, extent − count): block iv's first index, the last block ending at the axis's end."""
+    return kb.min_index(kb.offset(iv, count, 0), kb.index(extent - count))
+
+
+def _within_block(
+    kb: KernelBuilder, block: SSAValue, size: int, n_k: int, inits: list[Scalar],
+    step_at: Callable[[SSAValue, list[Scalar]], list[Scalar]],
+) -> list[Scalar]:  # fmt: skip
+    """The chains' steps over block `block` of K, in increasing k, from `inits`.
+
+    A k-block that divides K runs `size` values of k from block·size. One
+    that does not runs [block·size, min(block·size + size, K)): the last
+    block is cut short rather than shifted, since every block adds its terms
+    to the same running sums and an overlapping block would add some twice.
+    """
+    if n_k % size == 0:
+        return accumulate(kb, [size], inits, lambda kivs, accs: step_at(kb.offset(block, size, kivs[0]), accs))
+    lower = kb.offset(block, size, 0)
+    upper = kb.min_index(kb.offset(lower, 1, size), kb.index(n_k))
+    with kb.span(lower, upper, inits) as within:
+        within.yields = step_at(within.iv, within.args)
+    return within.results
 
 
 def emit_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue, order: Sequence[int]) -> None:
@@ -317,16 +391,24 @@ def emit_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue, order: Seque
 
 
 def emit_blocked_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue) -> None:
-    """panel[..., jb, k, s] = source[..., k, jb·n + s]: operand 1 of an NN contraction in blocks of n columns.
+    """panel[..., jb, k, s] = source[..., k, j0(jb) + s]: operand 1 of an NN contraction in blocks of n columns.
 
-    Both sides run along the innermost loop (n consecutive elements), so
-    LLVM copies a block's row with vector loads and stores; every loop is
-    parallel and the bits move unchanged.
+    Block jb holds the columns of the tile's J block jb (`_tile_indices`):
+    j0(jb) = jb·n, and where n does not divide J the last block is shifted
+    back to end at J's end, min(jb·n, J − n), so its first columns repeat
+    the block before it. Both sides run along the innermost loop (n
+    consecutive elements), so LLVM copies a block's row with vector loads
+    and stores; every loop is parallel and the bits move unchanged.
     """
-    assert isinstance(panel.type, MemRefType)
-    *outer, blocks, k_size, n = panel.type.get_shape()
-    with kb.nest([*outer, blocks, k_size, n]) as (*ivs, jb, k, s):
-        kb.store(kb.load(source, [*ivs, k, kb.offset(jb, n, s)]), panel, [*ivs, jb, k, s])
+    assert isinstance(panel.type, MemRefType) and isinstance(source.type, MemRefType)
+    *outer, count, k_size, n = panel.type.get_shape()
+    j_size = source.type.get_shape()[-1]
+    with kb.nest([*outer, count, k_size, n]) as (*ivs, jb, k, s):
+        if j_size % n == 0:
+            column = kb.offset(jb, n, s)
+        else:
+            column = kb.offset(_shifted_start(kb, jb, n, j_size), 1, s)
+        kb.store(kb.load(source, [*ivs, k, column]), panel, [*ivs, jb, k, s])
 
 
 def _emit_transposed_blocks(kb: KernelBuilder, source: SSAValue, panel: SSAValue, lanes: int) -> None:

@@ -171,6 +171,10 @@ class KernelBuilder:
             return scaled if inner == 0 else self.add(arith.AddiOp(scaled, self.index(inner)))
         return self.add(arith.AddiOp(scaled, inner))
 
+    def min_index(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        """The smaller of two indices (`arith.minsi`): a last block shifted back to end at its axis's end."""
+        return self.add(arith.MinSIOp(a, b))
+
     def bool_to_i64(self, cond: SSAValue) -> SSAValue:
         assert cond.type == i1
         return self.add(arith.ExtUIOp(cond, i64))
@@ -185,6 +189,21 @@ class KernelBuilder:
         op = scf.ForOp(lower, upper, step, list(inits), body)
         if parallel:
             op.attributes[PARALLEL] = UnitAttr()
+        self.add(op)
+        outer = self.block
+        self.block = body
+        state = Loop(op, body.args[0], list(body.args[1:]))
+        try:
+            yield state
+        finally:
+            self.block.add_op(scf.YieldOp(*state.yields))
+            self.block = outer
+
+    @contextmanager
+    def span(self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue] = ()) -> Iterator[Loop]:
+        """`for iv in [lower, upper)`, serial, between computed bounds (a k-block cut short at K's end)."""
+        body = Block(arg_types=[IndexType(), *(v.type for v in inits)])
+        op = scf.ForOp(lower, upper, self.index(1), list(inits), body)
         self.add(op)
         outer = self.block
         self.block = body

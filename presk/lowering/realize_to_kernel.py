@@ -111,11 +111,11 @@ Tree = Any
 def buffer_type(t: Attribute, storage: str) -> MemRefType:
     """The buffer of one leaf: index tensors hold i64, reals and tensors the storage type."""
     if isinstance(t, IndexTensorType):
-        return MemRefType(INDEX_ELEMENT, list(nests._sizes(t)))
+        return MemRefType(INDEX_ELEMENT, list(nests.static_sizes(t)))
     if isinstance(t, RealType):
         return MemRefType(float_type(storage), [])
     if isinstance(t, TensorType):
-        return MemRefType(float_type(storage), list(nests._sizes(t)))
+        return MemRefType(float_type(storage), list(nests.static_sizes(t)))
     raise PreskError("E3003", f"psk-lower-kernel: a buffer holds a real or tensor leaf, not {t}")
 
 
@@ -462,12 +462,12 @@ def product_axes(op: core.DotOp | core.EinOp, types: Sequence[Attribute]) -> tup
     if isinstance(op, core.DotOp):
         x, w = types
         labels = [(*x.names[:-1], DOT_K), (DOT_K, *w.names[1:])]  # type: ignore[attr-defined]
-        sizes = {**dict(zip(x.names, nests._sizes(x))), **dict(zip(w.names, nests._sizes(w)))}  # type: ignore[attr-defined]
-        return labels, {**sizes, DOT_K: nests._sizes(x)[-1]}
+        sizes = {**dict(zip(x.names, nests.static_sizes(x))), **dict(zip(w.names, nests.static_sizes(w)))}  # type: ignore[attr-defined]
+        return labels, {**sizes, DOT_K: nests.static_sizes(x)[-1]}
     labels = [tuple(ls) for ls in op.operand_labels]
     sizes: dict[str, int] = {}
     for t, ls in zip(types, labels):
-        sizes.update(zip(ls, nests._sizes(t)))
+        sizes.update(zip(ls, nests.static_sizes(t)))
     return labels, sizes
 
 
@@ -497,12 +497,21 @@ def contraction_violation(
         columns, what = n_j, f"the row's {n_j} columns (J = {c.j})"
     else:
         tl = contraction.tiled_layout(layout)
-        if n_i % tl.m:
-            return 3, "tile", f"the tile's {tl.m} rows do not divide I = {c.i} of {n_i}"
-        if n_j % tl.n:
-            return 3, "tile", f"the tile's {tl.n} columns do not divide J = {c.j} of {n_j}"
-        if tl.kblock is not None and n_k % tl.kblock:
-            return 3, "kblock", f"a k-block of {tl.kblock} does not divide K = {c.k} of {n_k}"
+        if tl.m > n_i:
+            return 3, "tile", f"the tile's {tl.m} rows exceed I = {c.i} of {n_i}"
+        if tl.n > n_j:
+            return 3, "tile", f"the tile's {tl.n} columns exceed J = {c.j} of {n_j}"
+        # A shifted last tile would add a block of K twice to sums that wait in the output.
+        if "I" in tl.enclosed and n_i % tl.m:
+            return 3, "tile", (
+                f"the tile's {tl.m} rows do not divide I = {c.i} of {n_i}, and the k-block loop encloses the I block loop"
+            )
+        if "J" in tl.enclosed and n_j % tl.n:
+            return 3, "tile", (
+                f"the tile's {tl.n} columns do not divide J = {c.j} of {n_j}, and the k-block loop encloses the J block loop"
+            )
+        if tl.kblock is not None and tl.kblock > n_k:
+            return 3, "kblock", f"a k-block of {tl.kblock} exceeds K = {c.k} of {n_k}"
         if tl.sums_in_output and storage != arith:
             return 7, "order" if "order" in stated else "kblock", (
                 f"in the order \"{tl.order}\" the k-block loop encloses the I or J block loop, so the running sums wait in "

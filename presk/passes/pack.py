@@ -9,9 +9,10 @@ contraction reads the panel as NN.
 An NN contraction reads operand 1's rows in place, J apart: at J = 2048 a
 k-block of a tile's columns sits at an 8 KiB stride, in a handful of the
 caches' sets, and evicts itself. Packed, its operand 1 is a blocked panel
-[outer..., J/n, K, n] of the tile's n columns (the layout BLAS packs into),
-so each tile reads one contiguous stream; the contraction reads it through
-`rhs_block = n`.
+[outer..., ⌈J/n⌉, K, n] of the tile's n columns (the layout BLAS packs
+into), so each tile reads one contiguous stream; the contraction reads it
+through `rhs_block = n`. Where n does not divide J, the last block holds
+the last n columns, as the tile's shifted last block reads them.
 
 The kernel's buffer for operand 1 becomes the panel's type; each launch of
 it gets the panel in its place.
@@ -76,7 +77,7 @@ class PackOperand(RewritePattern):
             if layout.get("form") == "row-wise":
                 raise refuse(k, 3, "pack", "a row-wise contraction has no tile, so no blocked panel to read")
             n = contraction.tiled_layout(layout).n
-            panel_type = MemRefType(source.element_type, [*shape[:-2], shape[-1] // n, shape[-2], n])
+            panel_type = MemRefType(source.element_type, [*shape[:-2], contraction.blocks(shape[-1], n), shape[-2], n])
         name = self.pack_kernel(k, source, panel_type, transposed)
         # The panel's buffer takes operand 1's place, or comes second when operand 1 has other readers.
         block = k.body.block

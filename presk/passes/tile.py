@@ -9,7 +9,10 @@ in the output row). The layout's lanes are recorded on the column loop
 J loop, whose depth is outer + 2 inside the serial k loop, needs that loop
 outermost: the loops are emitted J-first and the pending split restated at
 depth 0 for `psk-split`. Every form sums each output element's chain in
-increasing k, so every point computes the default's bits.
+increasing k, so every point computes the default's bits; a tile that does
+not divide its axis shifts its last block back (the overlap is computed
+again, with the same bits) and a k-block that does not divide K cuts its
+last block short.
 """
 
 from __future__ import annotations

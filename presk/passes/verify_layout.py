@@ -8,8 +8,13 @@ defaults of the others at its bound shapes, `resolved_defaults`) against
 the sizes it is launched at, its realization and the machine, as the seed's
 "Well-formedness" section lists them:
 
-- condition 3: the tile and the k-block divide the axes (m_i | I, n_j | J,
-  kblock | K); a row-wise contraction has no tile, k-block, order or pack;
+- condition 3: the tile and the k-block are no larger than their axes
+  (m_i ≤ I, n_j ≤ J, kblock ≤ K); where they do not divide them the
+  lowering shifts the last tile back to end at the axis's end and cuts the
+  last k-block short, except that a block loop the k-block loop encloses
+  keeps its tile dividing its axis (m_i | I, n_j | J), since there the
+  running sums wait in the output and an overlapping tile would add a
+  block twice; a row-wise contraction has no tile, k-block, order or pack;
 - condition 4: lanes are 1 or one of the machine's register widths for the
   storage type (`Machine.lane_widths`), divide the tile's n_j, and on an NT
   contraction need the pack;
@@ -71,7 +76,7 @@ from presk.dialects.psk_realize_layout import default_layout
 from presk.dialects.psk_realize_layout import layout_violation as first_check_violation
 from presk.dialects.psk_realize_nests import Contraction, contraction
 from presk.ir.locations import error_at
-from presk.lowering.softmax import jam_factor
+from presk.lowering.row_blocks import jam_factor
 
 Json = Any
 
@@ -96,7 +101,7 @@ class LayoutViolation:
 
     @property
     def text(self) -> str:
-        """`condition 3: the tile's n_j = 16 does not divide J (seq2) = 8`."""
+        """`condition 4: lanes = 8 do not divide the tile's n_j = 4`."""
         if isinstance(self.condition, int):
             return f"condition {self.condition}: {self.reason}"
         if self.condition == "epilogue":
@@ -229,7 +234,8 @@ def contraction_loops(site: NestOp, shape: Contraction, layout: Mapping[str, Jso
 
 
 def _quotient(size: int | None, block: int) -> int | None:
-    return None if size is None else size // block
+    """A block loop's iterations: ⌈size / block⌉ (the last block shifted back, or a k-block cut short)."""
+    return None if size is None else -(-size // block)
 
 
 def site_loops(site: SiteOp, layout: Mapping[str, Json], env: Mapping[str, int], leaf: Attribute) -> list[Loop]:
@@ -245,7 +251,7 @@ def site_loops(site: SiteOp, layout: Mapping[str, Json], env: Mapping[str, int],
         axis = op.axis.data
         kept = _axis_loops(leaf, env, skip=(axis,))
         if layout.get("passes") != 2 and kept and kept[-1].iterations is not None:
-            # The three passes run the innermost kept axis in blocks of rows (`softmax.row_blocks`).
+            # The three passes run the innermost kept axis in blocks of rows (`row_blocks`).
             jam = jam_factor(kept[-1].iterations)
             if jam > 1:
                 kept[-1] = Loop(f"{kept[-1].what} in blocks of {jam} rows", kept[-1].iterations // jam, True)
@@ -346,13 +352,33 @@ def _condition_3(
         return None
     m, n = layout["tile"]
     i_size, j_size = bound(out.size_of(shape.i), env), bound(out.size_of(shape.j), env)
-    if i_size is not None and i_size % m:
-        return LayoutViolation(3, "tile", f"the tile's m_i = {m} does not divide I ({shape.i}) = {i_size}")
-    if j_size is not None and j_size % n:
-        return LayoutViolation(3, "tile", f"the tile's n_j = {n} does not divide J ({shape.j}) = {j_size}")
+    axes = (("I", "m_i", m, shape.i, i_size), ("J", "n_j", n, shape.j, j_size))
+    for letter, name, block, axis, size in axes:
+        if size is not None and block > size:
+            return LayoutViolation(
+                3, "tile",
+                f"the tile's {name} = {block} exceeds {letter} ({axis}) = {size}: a tile is no larger than its axes "
+                "(one that does not divide an axis ends its last block at the axis's end, shifted back)",
+            )  # fmt: skip
     kblock, k_size = layout["kblock"], bound(shape.k_size, env)
-    if isinstance(kblock, int) and k_size is not None and k_size % kblock:
-        return LayoutViolation(3, "kblock", f"the k-block of {kblock} does not divide K ({shape.k}) = {k_size}")
+    order = layout.get("order", "IJ")
+    if isinstance(kblock, int) and "K" in order:
+        enclosed = order[order.index("K") + 1 :]
+        for letter, name, block, axis, size in axes:
+            if letter in enclosed and size is not None and size % block:
+                return LayoutViolation(
+                    3, "tile",
+                    f"the tile's {name} = {block} does not divide {letter} ({axis}) = {size}, and with the order "
+                    f"{_show(order)} the k-block loop encloses the {letter} block loop: the running sums wait in the "
+                    "output buffer from one block of K to the next, where a last tile shifted back over the one "
+                    "before it would add their shared elements' block twice",
+                )  # fmt: skip
+    if isinstance(kblock, int) and k_size is not None and kblock > k_size:
+        return LayoutViolation(
+            3, "kblock",
+            f"the k-block of {kblock} exceeds K ({shape.k}) = {k_size}: a k-block is no larger than K "
+            '(one that does not divide K cuts its last block short; "none" sums K in one block)',
+        )  # fmt: skip
     return None
 
 

@@ -1,7 +1,9 @@
 """The plan's second check (`psk-verify-layout`): a nest's layout at its launch shapes, types and machine.
 
-The seed's "Well-formedness" conditions 3 (the tile and the k-block divide
-the axes; a row-wise contraction has no tile, k-block, order or pack), 4
+The seed's "Well-formedness" conditions 3 (the tile and the k-block are no
+larger than their axes, and a tile divides the axes whose block loops the
+k-block loop encloses; a row-wise contraction has no tile, k-block, order
+or pack), 4
 (lanes are one or a register width of the storage type, divide the tile's
 n_j, and on an NT contraction need the pack), 5 (a split's workers are the
 machine's or half of them), 7 (a running sum kept in the output buffer and
@@ -15,7 +17,8 @@ registers: f32 lanes 8, f64 lanes 4) and an AVX-512 one (f32 8 and 16, f64
 4 and 8), never on the host's, so the tests mean the same everywhere.
 
 `test_every_point_*` sweep the whole tiled space of four nests (a square
-dot, attention's two eins, a dot whose J is no multiple of eight) in f64,
+dot, attention's two eins, a dot whose I, J and K most tiles and k-blocks
+do not divide: 6, 12 and 48) in f64,
 f32 and bf16 on both machines, against `oracle`, which restates the
 conditions from the seed independently of the implementation: every point
 is refused exactly when the oracle finds a violated condition, and with the
@@ -203,12 +206,34 @@ def refused(site: SiteOp, machine: Machine = AVX512, env: Mapping[str, int] | No
 # The message.
 
 
+NO_LARGER = (
+    "a tile is no larger than its axes (one that does not divide an axis ends its last block at the axis's end, "
+    "shifted back)"
+)
+KBLOCK_NO_LARGER = (
+    'a k-block is no larger than K (one that does not divide K cuts its last block short; "none" sums K in one block)'
+)
+
+
+def exceeds(name: str, block: int, letter: str, axis: str, size: int) -> str:
+    return f"the tile's {name} = {block} exceeds {letter} ({axis}) = {size}: {NO_LARGER}"
+
+
+def enclosed(name: str, block: int, letter: str, axis: str, size: int, order: str) -> str:
+    return (
+        f"the tile's {name} = {block} does not divide {letter} ({axis}) = {size}, and with the order \"{order}\" "
+        f"the k-block loop encloses the {letter} block loop: the running sums wait in the output buffer from one "
+        "block of K to the next, where a last tile shifted back over the one before it would add their shared "
+        "elements' block twice"
+    )
+
+
 def test_message_names_the_nest_the_decision_and_the_condition() -> None:
     site = site_of(SCORES, {"tile": [4, 16], "pack": True}, I=8, J=8)
     violation = refused(site)
-    assert violation == LayoutViolation(3, "tile", "the tile's n_j = 16 does not divide J (seq2) = 8")
+    assert violation == LayoutViolation(3, "tile", exceeds("n_j", 16, "J", "seq2", 8))
     assert violation.message("f/%2") == (
-        'E7002: nest "f/%2", decision "tile": condition 3: the tile\'s n_j = 16 does not divide J (seq2) = 8'
+        'E7002: nest "f/%2", decision "tile": condition 3: the tile\'s n_j = 16 exceeds J (seq2) = 8: ' + NO_LARGER
     )
     assert violation.message("f/%2") == layout_error("f/%2", "tile", violation.text)
 
@@ -245,37 +270,56 @@ def test_a_layout_outside_its_domains_is_reported_as_the_first_check_would() -> 
 
 
 # --------------------------------------------------------------------------
-# Condition 3: the tile and the k-block divide the axes; row-wise has none of them.
+# Condition 3: the tile and the k-block fit in the axes, a tile divides the axes of the block loops a
+# k-block loop encloses; row-wise has none of them.
 
 
 @pytest.mark.parametrize("m", TILE_ROWS)
 @pytest.mark.parametrize("i_size", [1, 2, 4, 6, 12])
-def test_condition_3_the_tiles_rows_divide_i(m: int, i_size: int) -> None:
+def test_condition_3_the_tiles_rows_fit_in_i(m: int, i_size: int) -> None:
+    """A tile that does not divide I (4 rows of 6) shifts its last block back: only a larger one is refused."""
     violation = check(site_of(DOT, {"tile": [m, 8]}, I=i_size, J=16))
-    if i_size % m == 0:
+    if m <= i_size:
         assert violation is None
     else:
-        assert violation == LayoutViolation(3, "tile", f"the tile's m_i = {m} does not divide I (i) = {i_size}")
+        assert violation == LayoutViolation(3, "tile", exceeds("m_i", m, "I", "i", i_size))
 
 
 @pytest.mark.parametrize("n", TILE_COLS)
-@pytest.mark.parametrize("j_size", [8, 16, 24, 32, 48])
-def test_condition_3_the_tiles_columns_divide_j(n: int, j_size: int) -> None:
+@pytest.mark.parametrize("j_size", [8, 12, 16, 24, 32, 48, 92])
+def test_condition_3_the_tiles_columns_fit_in_j(n: int, j_size: int) -> None:
     violation = check(site_of(VALUES, {"tile": [1, n]}, J=j_size), AVX512)
-    if j_size % n == 0:
+    if n <= j_size:
         assert violation is None
     else:
-        assert violation == LayoutViolation(3, "tile", f"the tile's n_j = {n} does not divide J (hd) = {j_size}")
+        assert violation == LayoutViolation(3, "tile", exceeds("n_j", n, "J", "hd", j_size))
 
 
 @pytest.mark.parametrize("kblock", [32, 128])
-@pytest.mark.parametrize("k_size", [32, 64, 96, 128, 256])
-def test_condition_3_the_kblock_divides_k(kblock: int, k_size: int) -> None:
+@pytest.mark.parametrize("k_size", [32, 48, 64, 70, 96, 128, 160, 256])
+def test_condition_3_the_kblock_fits_in_k(kblock: int, k_size: int) -> None:
+    """A k-block that does not divide K (32 of 70) cuts its last block short: only a larger one is refused."""
     violation = check(site_of(SCORES, {"kblock": kblock}, K=k_size))
-    if k_size % kblock == 0:
+    if kblock <= k_size:
         assert violation is None
     else:
-        assert violation == LayoutViolation(3, "kblock", f"the k-block of {kblock} does not divide K (hd) = {k_size}")
+        assert violation == LayoutViolation(3, "kblock", f"the k-block of {kblock} exceeds K (hd) = {k_size}: {KBLOCK_NO_LARGER}")
+
+
+@pytest.mark.parametrize("order", ORDERS_WITH_KBLOCK)
+def test_condition_3_a_tile_divides_the_axes_whose_block_loops_the_kblock_loop_encloses(order: str) -> None:
+    """Running sums kept in the output between blocks of K allow no shifted last tile along I or J (6 = 4 + 2
+    rows, 24 = 16 + 8 columns); the block loops outside the k-block loop, or with K last, do."""
+    violation = check(site_of(DOT, {"tile": [4, 16], "kblock": 32, "order": order}, I=6, J=24, K=64))
+    inside = order[order.index("K") + 1 :]
+    if "I" in inside:
+        assert violation == LayoutViolation(3, "tile", enclosed("m_i", 4, "I", "i", 6, order))
+    elif "J" in inside:
+        assert violation == LayoutViolation(3, "tile", enclosed("n_j", 16, "J", "j", 24, order))
+    else:
+        assert violation is None
+    # Where the tile divides the enclosed axes, every order is accepted.
+    assert check(site_of(DOT, {"tile": [2, 8], "kblock": 32, "order": order}, I=6, J=24, K=70)) is None
 
 
 @pytest.mark.parametrize(
@@ -569,8 +613,9 @@ def test_sizes_are_bound_through_the_environment() -> None:
     site = next(op for op in parsed.module.walk() if isinstance(op, SiteOp))
     assert check(site, env={}) is None  # nothing bound: decided at launch
     assert check(site, env={"N": 8, "M": 32}) is None
-    assert refused(site, env={"N": 6, "M": 32}).reason == "the tile's m_i = 4 does not divide I (i) = 6"
-    assert refused(site, env={"N": 8, "M": 24}).reason == "the tile's n_j = 16 does not divide J (j) = 24"
+    assert check(site, env={"N": 6, "M": 24}) is None  # each last tile shifted back
+    assert refused(site, env={"N": 2, "M": 32}).reason == exceeds("m_i", 4, "I", "i", 2)
+    assert refused(site, env={"N": 8, "M": 8}).reason == exceeds("n_j", 16, "J", "j", 8)
 
 
 def test_an_unbound_j_leaves_the_dots_default_form_to_the_launch() -> None:
@@ -593,16 +638,24 @@ NESTS = {
     "square dot": (DOT, {"I": 16, "J": 16, "K": 128}, False),
     "scores": (SCORES, {"I": 16, "J": 32, "K": 32}, True),
     "values": (VALUES, {"I": 8, "J": 16, "K": 64}, False),
-    "dot J=12": (DOT, {"I": 8, "J": 12, "K": 32}, False),
+    "dot 6x12x48": (DOT, {"I": 6, "J": 12, "K": 48}, False),
 }
 WIDTHS = {"avx2": {"f64": (4,), "f32": (8,), "bf16": ()}, "avx512": {"f64": (4, 8), "f32": (8, 16), "bf16": ()}}
 
 
 def oracle(point: Mapping[str, Any], sizes: Mapping[str, int], nt: bool, storage: str, machine: str) -> int | None:
-    """The first condition a tiled point violates (3, 4, 7), restated from the seed's text (its 9 lifted)."""
+    """The first condition a tiled point violates (3, 4, 7), restated from the seed's text (its 9 lifted).
+
+    Condition 3 as presk states it: a tile and a k-block no larger than their
+    axes, and a tile dividing the axis of each block loop the k-block loop
+    encloses (there the running sums wait in the output, and a last tile
+    shifted back would add a block twice)."""
     m, n = point["tile"]
     kblock = point["kblock"]
-    if sizes["I"] % m or sizes["J"] % n or (kblock != "none" and sizes["K"] % kblock):
+    if m > sizes["I"] or n > sizes["J"] or (kblock != "none" and kblock > sizes["K"]):
+        return 3
+    inside = point["order"][point["order"].index("K") + 1 :] if kblock != "none" else ""
+    if ("I" in inside and sizes["I"] % m) or ("J" in inside and sizes["J"] % n):
         return 3
     lanes = point["lanes"]
     if lanes != 1 and (lanes not in WIDTHS[machine][storage] or n % lanes or (nt and not point["pack"])):

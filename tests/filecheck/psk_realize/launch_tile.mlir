@@ -1,8 +1,12 @@
 // RUN: env PRESK_THREADS=2 presk-opt %s --split-input-file --verify-diagnostics -p psk-verify-layout
 //
 // Condition 3, checked at the launch shapes by psk-verify-layout (the plan's
-// second check): the tile and the k-block divide the axes (m_i | I, n_j | J,
-// kblock | K), and a row-wise contraction has no tile, k-block, order or
+// second check): the tile and the k-block are no larger than their axes
+// (m_i <= I, n_j <= J, kblock <= K; one that does not divide its axis gets a
+// last tile shifted back to the axis's end, or a last k-block cut short),
+// a tile divides the axis of every block loop the k-block loop encloses
+// (there the running sums wait in the output, and a shifted tile would add
+// a block twice), and a row-wise contraction has no tile, k-block, order or
 // pack (their neutral values, [1, 1], "none", "IJ" and false, may be stated).
 // First the accepted forms, then one chunk per refusal.
 
@@ -80,12 +84,38 @@ func.func @f(%a: !A, %w: !W) -> !O {
 
 // -----
 
-// the tile's n_j does not divide J: the scores of a sequence of 8
+// accepted: tiles and k-blocks that do not divide their axes (I = 6 in rows of 4, J = 92 in columns of
+// 16, K = 70 in blocks of 32; a dot whose J is no multiple of eight states its tiled form), the k-block
+// loop innermost or enclosing only the axes the tile divides
+!A = !psk_core.tensor<[i: 6, k: 70]>
+!W = !psk_core.tensor<[k: 70, j: 92]>
+!O = !psk_core.tensor<[i: 6, j: 92]>
+!W2 = !psk_core.tensor<[k: 70, j: 96]>
+!O2 = !psk_core.tensor<[i: 6, j: 96]>
+func.func @f(%a: !A, %w: !W, %w2: !W2) -> (!O, !O, !O2) {
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [4, 16], kblock = 32, order = "JIK", pack = true> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  %1 = psk_realize.nest "f/%1" realize <f64, f64> layout <form = "tiled", tile = [4, 16], order = "JI"> : !O {
+    %1 = psk_core.dot %a, %w : !O
+    psk_realize.yield %1 : !O
+  }
+  %2 = psk_realize.nest "f/%2" realize <f64, f64> layout <tile = [4, 16], kblock = 32, order = "IKJ"> : !O2 {
+    %2 = psk_core.dot %a, %w2 : !O2
+    psk_realize.yield %2 : !O2
+  }
+  func.return %0, %1, %2 : !O, !O, !O2
+}
+
+// -----
+
+// the tile's n_j exceeds J: the scores of a sequence of 8
 !Q = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, hd: 32]>
 !K = !psk_core.tensor<[batch: 2, heads: 2, seq2: 8, hd: 32]>
 !S = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, seq2: 8]>
 func.func @f(%q: !Q, %k: !K) -> !S {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's n_j = 16 does not divide J (seq2) = 8}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's n_j = 16 exceeds J (seq2) = 8: a tile is no larger than its axes (one that does not divide an axis ends its last block at the axis's end, shifted back)}}
   %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [4, 16], pack = true> : !S {
     %0 = psk_core.ein %q[batch, heads, seq, hd], %k[batch, heads, seq2, hd] : !S
     psk_realize.yield %0 : !S
@@ -95,12 +125,12 @@ func.func @f(%q: !Q, %k: !K) -> !S {
 
 // -----
 
-// the tile's m_i does not divide I
-!A = !psk_core.tensor<[i: 6, k: 8]>
+// the tile's m_i exceeds I
+!A = !psk_core.tensor<[i: 2, k: 8]>
 !W = !psk_core.tensor<[k: 8, j: 16]>
-!O = !psk_core.tensor<[i: 6, j: 16]>
+!O = !psk_core.tensor<[i: 2, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's m_i = 4 does not divide I (i) = 6}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's m_i = 4 exceeds I (i) = 2: a tile is no larger than its axes (one that does not divide an axis ends its last block at the axis's end, shifted back)}}
   %0 = psk_realize.nest "f/%0" realize <f64, f64> layout <tile = [4, 8]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -110,13 +140,14 @@ func.func @f(%a: !A, %w: !W) -> !O {
 
 // -----
 
-// the tile's n_j does not divide J, on a dot tiled by a stated form
-!A = !psk_core.tensor<[i: 4, k: 8]>
-!W = !psk_core.tensor<[k: 8, j: 12]>
-!O = !psk_core.tensor<[i: 4, j: 12]>
+// the tile's m_i does not divide I, and the k-block loop encloses the I block loop: the running sums
+// wait in the output between blocks of K, where a shifted last tile would add a block twice
+!A = !psk_core.tensor<[i: 6, k: 64]>
+!W = !psk_core.tensor<[k: 64, j: 16]>
+!O = !psk_core.tensor<[i: 6, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's n_j = 8 does not divide J (j) = 12}}
-  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [1, 8]> : !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's m_i = 4 does not divide I (i) = 6, and with the order "KIJ" the k-block loop encloses the I block loop: the running sums wait in the output buffer from one block of K to the next, where a last tile shifted back over the one before it would add their shared elements' block twice}}
+  %0 = psk_realize.nest "f/%0" realize <f64, f64> layout <tile = [4, 8], kblock = 32, order = "KIJ"> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
   }
@@ -125,13 +156,29 @@ func.func @f(%a: !A, %w: !W) -> !O {
 
 // -----
 
-// the k-block does not divide K: attention's values summed over seq2 = 48
+// the tile's n_j does not divide J, on a dot tiled by a stated form, and the k-block loop encloses the
+// J block loop
+!A = !psk_core.tensor<[i: 4, k: 64]>
+!W = !psk_core.tensor<[k: 64, j: 12]>
+!O = !psk_core.tensor<[i: 4, j: 12]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's n_j = 8 does not divide J (j) = 12, and with the order "IKJ" the k-block loop encloses the J block loop: the running sums wait in the output buffer from one block of K to the next, where a last tile shifted back over the one before it would add their shared elements' block twice}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [1, 8], kblock = 32, order = "IKJ"> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// accepted: a k-block that does not divide K, its last block cut short (attention's values summed over
+// seq2 = 48 in blocks of 32 and 16), in every order: the tile divides I and J
 !P = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, seq2: 48]>
 !V = !psk_core.tensor<[batch: 2, heads: 2, seq2: 48, hd: 16]>
 !O = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, hd: 16]>
 func.func @f(%p: !P, %v: !V) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "kblock": condition 3: the k-block of 32 does not divide K (seq2) = 48}}
-  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [4, 16], kblock = 32> : !O {
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [4, 16], kblock = 32, order = "KJI"> : !O {
     %0 = psk_core.ein %p[batch, heads, seq, seq2], %v[batch, heads, seq2, hd] : !O
     psk_realize.yield %0 : !O
   }
@@ -145,7 +192,7 @@ func.func @f(%p: !P, %v: !V) -> !O {
 !W = !psk_core.tensor<[k: 64, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "kblock": condition 3: the k-block of 128 does not divide K (k) = 64}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "kblock": condition 3: the k-block of 128 exceeds K (k) = 64: a k-block is no larger than K (one that does not divide K cuts its last block short; "none" sums K in one block)}}
   %0 = psk_realize.nest "f/%0" realize <f64, f64> layout <kblock = 128, order = "IKJ"> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -245,12 +292,12 @@ func.func @f(%a: !A, %w: !W) -> !O {
 // -----
 
 // a size the module declares as a constant is bound by it
-psk_core.const_dim @M = 12
+psk_core.const_dim @M = 4
 !A = !psk_core.tensor<[i: 4, k: 8]>
 !W = !psk_core.tensor<[k: 8, j: M]>
 !O = !psk_core.tensor<[i: 4, j: M]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's n_j = 8 does not divide J (j) = 12}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's n_j = 8 exceeds J (j) = 4: a tile is no larger than its axes (one that does not divide an axis ends its last block at the axis's end, shifted back)}}
   %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [1, 8]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
