@@ -99,6 +99,12 @@ class Machine:
         return self.caches[-1] if self.caches else None
 
     @property
+    def private_cache(self) -> CacheLevel | None:
+        """The outermost cache no other CPU of the affinity mask shares (L2 on current x86-64), or None."""
+        private = [cache for cache in self.caches if cache.shared_by == 1]
+        return private[-1] if private else None
+
+    @property
     def cache_line(self) -> int:
         """Bytes of a first-level data cache line: the OS's figure, else `CACHE_LINE`."""
         first = self.caches[0] if self.caches else None
@@ -133,11 +139,11 @@ class Machine:
     def key(self) -> str:
         """A stable string identifying the generated code's target (part of kernel cache keys).
 
-        The last-level cache's size is part of it: it decides which stores go
+        The caches and the cores are part of it: they decide which stores go
         around the caches (`presk.lowering.llvm.streaming_stores`).
         """
-        llc = self.last_level_cache
-        return f"{self.triple}|{self.cpu_name}|{','.join(sorted(self.features))}|llc={llc.size if llc else 0}"
+        caches = ",".join(f"L{c.level}:{c.size}/{c.shared_by}" for c in self.caches)
+        return f"{self.triple}|{self.cpu_name}|{','.join(sorted(self.features))}|{caches}|cores={self.cores}"
 
     def describe(self) -> str:
         """One line for a user: the target, its vector registers, its caches and workers."""

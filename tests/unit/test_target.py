@@ -137,3 +137,21 @@ def test_march_refuses_an_unknown_level() -> None:
     done = _presk("dump", "corpus/mlp.mlir", "--stage", "core", "--march", "avx3")
     assert done.returncode == 1
     assert "error: E4005: unknown target 'avx3'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_stores_go_around_the_caches_beyond_what_the_cores_hold_privately() -> None:
+    """Zen 3's caches on two cores: 2 × 512 KiB private; the 32 MiB L3 is shared, so it does not count."""
+    from presk.lowering.llvm import streaming_stores
+
+    zen3 = replace(
+        target_named("x86-64-v4"),
+        cores=2,
+        caches=(CacheLevel(1, 32 << 10, 64, 1), CacheLevel(2, 512 << 10, 64, 1), CacheLevel(3, 32 << 20, 64, 2)),
+    )
+    assert zen3.private_cache == CacheLevel(2, 512 << 10, 64, 1)
+    assert streaming_stores.streaming_threshold(zen3) == 1 << 20
+    assert not streaming_stores.streams_around_caches(1 << 20, zen3)
+    assert streaming_stores.streams_around_caches((1 << 20) + 1, zen3)
+    assert not streaming_stores.streams_around_caches(1 << 30, replace(zen3, caches=()))
+    narrow = replace(zen3, features=target_named("x86-64-v3").features, vector_bits=256)
+    assert not streaming_stores.streams_around_caches(1 << 30, narrow)  # a 32-byte vector is half a line
