@@ -40,7 +40,14 @@ from presk.target import Machine
 from presk.dialects.psk_kernel import WORKERS, KernelOp
 from presk.analysis import split_loop, trip_count
 
-__all__ = ["OPERATION_WEIGHTS", "SPLIT_THRESHOLD", "declared_workers", "default_split", "weighted_operations"]
+__all__ = [
+    "OPERATION_WEIGHTS",
+    "SPLIT_THRESHOLD",
+    "declared_workers",
+    "default_split",
+    "split_workers",
+    "weighted_operations",
+]
 
 SPLIT_THRESHOLD = 4_000_000
 """Weighted operations above which a kernel is split over every worker by default."""
@@ -104,11 +111,18 @@ def declared_workers(kernel: KernelOp) -> int | None:
     return None
 
 
-def default_split(kernel: KernelOp, machine: Machine) -> int:
-    """Workers the executor runs `kernel` on (its split loop divided among them; 1: not split)."""
-    if split_loop(kernel) is None:
+def split_workers(splittable: bool, declared: int | None, operations: int, machine: Machine) -> int:
+    """The executor's split policy: a layout's declared workers, else every worker above
+    `SPLIT_THRESHOLD` weighted operations, else 1 (and 1 for a kernel without a split loop)."""
+    if not splittable:
         return 1
-    declared = declared_workers(kernel)
     if declared is not None:
         return declared
-    return machine.workers() if weighted_operations(kernel) > SPLIT_THRESHOLD else 1
+    return machine.workers() if operations > SPLIT_THRESHOLD else 1
+
+
+def default_split(kernel: KernelOp, machine: Machine) -> int:
+    """Workers the executor runs `kernel` on (its split loop divided among them; 1: not split)."""
+    splittable = split_loop(kernel) is not None
+    operations = weighted_operations(kernel) if splittable else 0
+    return split_workers(splittable, declared_workers(kernel), operations, machine)

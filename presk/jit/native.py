@@ -40,8 +40,8 @@ from typing import Self
 import numpy as np
 
 from presk.cost.kernel_cost import (
-    SPLIT_THRESHOLD,
     declared_workers,
+    split_workers,
     weighted_operations,
 )
 from presk.target import Machine
@@ -129,11 +129,7 @@ class NativeKernel:
 
     def workers(self) -> int:
         """Workers a call runs on now (1: not split); reads `PRESK_THREADS` for the default."""
-        if not self.splittable:
-            return 1
-        if self.declared_workers is not None:
-            return self.declared_workers
-        return self.runner.machine.workers() if self.operations > SPLIT_THRESHOLD else 1
+        return split_workers(self.splittable, self.declared_workers, self.operations, self.runner.machine)
 
     def _overlapping_function(self) -> Callable[[int, int, int], None]:
         """The variant without no-alias scopes, for overlapping buffers (compiled on first use)."""

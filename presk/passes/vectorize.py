@@ -81,10 +81,8 @@ from xdsl.transforms.dead_code_elimination import dce
 
 from presk.target import Machine, target_machine
 from presk.ir.locations import error_at
+from presk.lowering.contraction import LANES
 from presk.passes.kernel_layout import kernels, refuse, stated
-
-LANES = "psk_kernel.lanes"
-"""The column-block loop's attribute (`presk.lowering.contraction.LANES`)."""
 
 _DTYPES: dict[type, str] = {Float64Type: "f64", Float32Type: "f32", BFloat16Type: "bf16"}
 
