@@ -184,26 +184,18 @@ class KernelBuilder:
     @contextmanager
     def loop(self, count: int, parallel: bool = False, inits: Sequence[SSAValue] = ()) -> Iterator[Loop]:
         """`for iv in [0, count)`: the body is built inside the `with`; set `loop.yields` for running values."""
-        lower, upper, step = self.index(0), self.index(count), self.index(1)
-        body = Block(arg_types=[IndexType(), *(v.type for v in inits)])
-        op = scf.ForOp(lower, upper, step, list(inits), body)
-        if parallel:
-            op.attributes[PARALLEL] = UnitAttr()
-        self.add(op)
-        outer = self.block
-        self.block = body
-        state = Loop(op, body.args[0], list(body.args[1:]))
-        try:
+        with self.span(self.index(0), self.index(count), inits, parallel) as state:
             yield state
-        finally:
-            self.block.add_op(scf.YieldOp(*state.yields))
-            self.block = outer
 
     @contextmanager
-    def span(self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue] = ()) -> Iterator[Loop]:
-        """`for iv in [lower, upper)`, serial, between computed bounds (a k-block cut short at K's end)."""
+    def span(
+        self, lower: SSAValue, upper: SSAValue, inits: Sequence[SSAValue] = (), parallel: bool = False
+    ) -> Iterator[Loop]:
+        """`for iv in [lower, upper)`, its bounds constants or computed (a k-block cut short at K's end)."""
         body = Block(arg_types=[IndexType(), *(v.type for v in inits)])
         op = scf.ForOp(lower, upper, self.index(1), list(inits), body)
+        if parallel:
+            op.attributes[PARALLEL] = UnitAttr()
         self.add(op)
         outer = self.block
         self.block = body
