@@ -35,17 +35,3 @@ for name in ("PRESK_DEBUG", "PRESK_TARGET", "PRESK_CACHE_DIR", "HOME", "TMPDIR")
 
 for tool in ("presk-opt", "presk", "filecheck"):
     config.substitutions.append((rf"(?<![\w/.-]){tool}(?![\w.-])", os.path.join(tool_dir, tool)))
-
-# Features of the target the tests lower for (PRESK_TARGET, else the host) and
-# of the host that runs native code: `REQUIRES: host-avx512` on a test that
-# runs 512-bit code natively. A test that only prints IR states its width
-# with `--march x86-64-v4` instead, and runs on every host.
-sys.path.insert(0, repo_root)
-from presk.target import host_machine, target_machine  # noqa: E402
-
-target = target_machine()
-config.available_features.add(f"target-vector-bits-{target.vector_bits}")
-if "avx512f" in host_machine().features:
-    config.available_features.add("host-avx512")
-if "avx2" in host_machine().features:
-    config.available_features.add("host-avx2")

@@ -83,8 +83,8 @@ def initialize_llvm() -> None:
             return
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        target_machine = llvm.Target.from_default_triple().create_target_machine(jit=True)
-        llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine).close()
+        throwaway = llvm.Target.from_default_triple().create_target_machine(jit=True)
+        llvm.create_mcjit_compiler(llvm.parse_assembly(""), throwaway).close()
         _initialized = True
 
 INTRINSIC_FAMILIES: tuple[str, ...] = (

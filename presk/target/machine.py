@@ -144,21 +144,3 @@ class Machine:
         """
         caches = ",".join(f"L{c.level}:{c.size}/{c.shared_by}" for c in self.caches)
         return f"{self.triple}|{self.cpu_name}|{','.join(sorted(self.features))}|{caches}|cores={self.cores}"
-
-    def describe(self) -> str:
-        """One line for a user: the target, its vector registers, its caches and workers."""
-        caches = ", ".join(
-            f"L{c.level} {_human_bytes(c.size)}" + (f" shared by {c.shared_by}" if c.shared_by > 1 else "")
-            for c in self.caches
-        )
-        return (
-            f"{self.name} ({self.cpu_name}): {self.vector_registers} x {self.vector_bits}-bit vector registers, "
-            f"{caches or 'caches unknown'}, {self.cores} cores"
-        )
-
-
-def _human_bytes(size: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{size >> shift} {unit}"
-    return f"{size} B"

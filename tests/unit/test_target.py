@@ -106,7 +106,8 @@ def test_kernel_cache_keys_differ_between_targets() -> None:
 
 
 def test_native_code_needs_the_hosts_features() -> None:
-    require_native(target_named("x86-64-v3")) if "avx2" in host_machine().features else None
+    if "avx2" in host_machine().features:
+        require_native(target_named("x86-64-v3"))
     wider = replace(host_machine(), features=host_machine().features | {"presk-imaginary-feature"}, name="wider")
     with pytest.raises(PreskError) as error:
         require_native(wider)
@@ -155,3 +156,27 @@ def test_stores_go_around_the_caches_beyond_what_the_cores_hold_privately() -> N
     assert not streaming_stores.streams_around_caches(1 << 30, replace(zen3, caches=()))
     narrow = replace(zen3, features=target_named("x86-64-v3").features, vector_bits=256)
     assert not streaming_stores.streams_around_caches(1 << 30, narrow)  # a 32-byte vector is half a line
+
+
+def test_native_code_for_a_wider_target_is_a_diagnostic(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`presk run --march x86-64-v4 --backend native` on a host without AVX-512: E5002, exit 1, no traceback.
+
+    The host is made an AVX2 one in-process, so the test holds on either kind of CPU.
+    """
+    from presk.cli.main import main
+    from presk.target import targets
+
+    avx2_host = replace(target_named("x86-64-v3"), name="host")
+    monkeypatch.setattr(targets, "host_machine", lambda: avx2_host)
+    monkeypatch.setenv(TARGET_ENV, "host")  # restored after the test, which --march sets
+    try:
+        status = main(["run", str(ROOT / "corpus/mlp.mlir"), "--entry", "mse", "--dim", "B=4", "--realize", "f32",
+                       "--backend", "native", "--march", "x86-64-v4"])  # fmt: skip
+    finally:
+        target_named.cache_clear()  # no target built from the stand-in host outlives the test
+    err = capsys.readouterr().err
+    assert status == 1, err
+    assert "error: E5002: code for target 'x86-64-v4' needs avx512" in err and "Traceback" not in err
+    assert "--backend kernel" in err
