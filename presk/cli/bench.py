@@ -20,7 +20,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from presk.cli.backends import add_backend_arguments, compile_entry, make_runner
-from presk.cli.program import add_realize_arguments, add_size_arguments, load_program, plan_of
+from presk.cli.program import (
+    add_input_arguments,
+    add_realize_arguments,
+    add_size_arguments,
+    load_program,
+    pipeline_of,
+    plan_of,
+)
+from presk.cli.source import read_input
 from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import KernelOp
 from presk.interp.inputs import make_inputs
@@ -30,7 +38,7 @@ from presk.jit.executor import HostProgram, flatten_inputs
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("bench", help="time an entry's kernels (medians per call and per kernel)")
-    p.add_argument("file", help="a PSK-Core program (.mlir)")
+    add_input_arguments(p)
     p.add_argument("--entry", action="append", required=True, help="a function to time (repeatable)")
     add_size_arguments(p)
     add_realize_arguments(p)
@@ -97,7 +105,12 @@ def main(args: argparse.Namespace) -> int:
     if args.rounds < 1 or args.warmup < 0:
         raise PreskError("E4001", "--rounds is at least 1 and --warmup at least 0")
     plan = plan_of(args.realize, args.plan) or plan_of("f64", None)
-    program = load_program(args.file, args.dim, args.const)
+    passes = pipeline_of(args)
+    source = read_input(args.file)
+    try:
+        program = load_program(source, args.dim, args.const, passes)
+    except PreskError as error:
+        raise error.located(source.name) from None
     runner = make_runner(args.backend, args.threads)
     for entry in args.entry:
         func = find_entry(program.parsed.module, entry)

@@ -29,14 +29,18 @@ from typing import Any
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute, SSAValue
+from xdsl.passes import ModulePass
 
 from presk.cli.program import (
+    add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
     load_program,
+    pipeline_of,
     plan_of,
     realize_program,
 )
+from presk.cli.source import Source, read_input
 from presk.cli.backends import compile_entry
 from presk.diagnostics import PreskError
 from presk.dialects.psk_core_types import map_type
@@ -53,7 +57,7 @@ ALIASES = {"sched": "realize"}
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("dump", help="print a program at a stage of the compiler")
-    p.add_argument("file", help="a PSK-Core program (.mlir)")
+    add_input_arguments(p)
     p.add_argument(
         "--stage",
         default="core",
@@ -77,14 +81,16 @@ def main(args: argparse.Namespace) -> int:
     if plan is not None and stage == "core":
         given = "--plan" if args.plan is not None else "--realize"
         raise PreskError("E4001", f"{given} realizes the program: it applies to --stage realize, not --stage {stage}")
+    passes = pipeline_of(args)
+    source = read_input(args.file)
     try:
-        return _dump(args, stage, plan)
+        return _dump(args, stage, plan, source, passes)
     except PreskError as error:
-        raise error.located(args.file) from None
+        raise error.located(source.name) from None
 
 
-def _dump(args: argparse.Namespace, stage: str, plan: Any) -> int:
-    program = load_program(args.file, args.dim, args.const)
+def _dump(args: argparse.Namespace, stage: str, plan: Any, source: Source, passes: tuple[ModulePass, ...]) -> int:
+    program = load_program(source, args.dim, args.const, passes)
     module, aliases = program.parsed.module, program.parsed.aliases
     if stage in ("kernel", "llvm"):
         kernels = compile_entry(program, args.entry, plan or plan_of("f64", None), fuse=not args.no_fuse)

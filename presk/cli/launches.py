@@ -20,14 +20,15 @@ import argparse
 import sys
 from typing import Any
 
-from presk.cli.program import add_size_arguments, load_program
+from presk.cli.program import add_input_arguments, add_size_arguments, load_program, pipeline_of
+from presk.cli.source import read_input
 from presk.cost.launches import breakdown, format_breakdown, format_table, launch_table
 from presk.diagnostics import PreskError
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("launches", help="count each entry's kernel launches, without fusion and with it")
-    p.add_argument("file", help="a PSK-Core program (.mlir)")
+    add_input_arguments(p)
     p.add_argument(
         "--entry",
         action="append",
@@ -45,14 +46,16 @@ def add_parser(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    passes = pipeline_of(args)
+    source = read_input(args.file)
     try:
-        program = load_program(args.file, args.dim, args.const)
+        program = load_program(source, args.dim, args.const, passes)
         module, env = program.parsed.module, program.env
         entries = args.entry or None
         text = format_table(launch_table(module, entries, env))
         if args.by_function:
             text += "\n" + format_breakdown(breakdown(module, entries, env))
     except PreskError as error:
-        raise error.located(args.file) from None
+        raise error.located(source.name) from None
     sys.stdout.write(text)
     return 0

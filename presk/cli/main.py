@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from presk.cli import bench, dump, launches, run
 from presk.cli.guard import run_guarded
 from presk.cli.march import add_march_argument, apply_march
+from presk.cli.plugins import report_plugin_failures
 
 SUBCOMMANDS = (run, dump, launches, bench)
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    report_plugin_failures()
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

@@ -22,34 +22,25 @@ from importlib.metadata import PackageNotFoundError, version
 
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms import get_all_passes
-from xdsl.utils.exceptions import DiagnosticException, VerifyException
 from xdsl.xdsl_opt_main import VersionAction, xDSLOptMain
 
 from presk.cli.expected import check_diagnostics, collect_expectations
 from presk.cli.guard import EXIT_ERROR, run_guarded
 from presk.cli.march import add_march_argument, apply_march
-from presk.cli.pipeline import build_pipeline, mlir_pipeline_to_xdsl
+from presk.cli.pipeline import build_pipeline, pipeline_spec, run_pass
+from presk.cli.plugins import report_plugin_failures
+from presk.cli.source import read_input
 from presk.cli.split import SPLIT_MARKER, Chunk, split_input
 from presk.diagnostics import PreskError
 from presk.ir.parse import ParsedModule, parse_module
 from presk.ir.print import print_module
-from presk.ir.verify import exception_message
-
-STDIN_NAME = "<stdin>"
-
+from presk.universe import load_multiverse
 
 def _presk_version() -> str:
     try:
         return version("presk")
     except PackageNotFoundError:  # running from a source tree that is not installed
         return "unknown"
-
-
-def _decode(data: bytes, what: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise PreskError("E0001", f"{what} is not UTF-8 text ({error.reason} at byte {error.start})") from None
 
 
 class PreskOptMain(xDSLOptMain):
@@ -62,6 +53,21 @@ class PreskOptMain(xDSLOptMain):
 
     def __init__(self, args: Sequence[str] | None = None) -> None:
         super().__init__(description="presk modular optimizer driver (mlir-opt for PSK-Core)", args=args)
+
+    # -- what is registered ------------------------------------------------------
+
+    def register_all_dialects(self) -> None:
+        """Every loaded universe's dialects; a plugin that fails to load is skipped (`load_multiverse`)."""
+        for name, factory in load_multiverse().universe.all_dialects.items():
+            self.ctx.register_dialect(name, factory)
+
+    def register_all_passes(self) -> None:
+        for name, factory in load_multiverse().universe.all_passes.items():
+            self.register_pass(name, factory)
+
+    def register_all_targets(self) -> None:
+        for name, factory in load_multiverse().universe.all_targets.items():
+            self.available_targets.setdefault(name, factory)
 
     # -- command line ---------------------------------------------------------
 
@@ -77,8 +83,14 @@ class PreskOptMain(xDSLOptMain):
         add = arg_parser.add_argument
         add("input_file", nargs="?", help="input file; '-' or none reads standard input")
         add("-o", "--output-file", help="write the output here instead of standard output (only on success)")
-        add("-p", "--passes", default="", help="passes in xDSL syntax: a,b{opt=value} (listed below)")
-        add("--pass-pipeline", default="", help="passes in MLIR syntax: 'builtin.module(a,b{opt=value})'")
+        # Appended, so that giving either twice is refused rather than silently keeping the last.
+        add("-p", "--passes", action="append", default=[], help="passes in xDSL syntax: a,b{opt=value} (listed below)")
+        add(
+            "--pass-pipeline",
+            action="append",
+            default=[],
+            help="passes in MLIR syntax: 'builtin.module(a,b{opt=value})'",
+        )
         add("--split-input-file", action="store_true", help=f"process each '{SPLIT_MARKER}'-separated chunk on its own")
         add(
             "--verify-diagnostics",
@@ -111,9 +123,7 @@ class PreskOptMain(xDSLOptMain):
         return block("presk and plugin passes", own) + "\n\n" + block("xDSL passes", upstream)
 
     def setup_pipeline(self) -> None:
-        if self.args.passes and self.args.pass_pipeline:
-            raise PreskError("E3002", "give the passes with either -p or --pass-pipeline, not both")
-        spec = self.args.passes or mlir_pipeline_to_xdsl(self.args.pass_pipeline)
+        spec = pipeline_spec(self.args.passes, self.args.pass_pipeline)
         self.passes = build_pipeline(self.available_passes, spec)
         self.pipeline = PassPipeline(self.passes)
 
@@ -121,7 +131,8 @@ class PreskOptMain(xDSLOptMain):
 
     def run(self) -> int:  # type: ignore[override]  # xDSL's returns None
         apply_march(self.args.march)
-        filename, text = self._read_input()
+        source = read_input(self.args.input_file)
+        filename, text = source.name, source.text
         outputs: list[str] = []
         failed = False
         for chunk in split_input(text, self.args.split_input_file):
@@ -143,18 +154,6 @@ class PreskOptMain(xDSLOptMain):
                 stream.write(text)
         except OSError as error:
             raise PreskError("E0001", f"cannot write output file '{path}': {error.strerror}") from None
-
-    def _read_input(self) -> tuple[str, str]:
-        path = self.args.input_file
-        if path is None or path == "-":
-            return STDIN_NAME, _decode(sys.stdin.buffer.read(), "standard input")
-        try:
-            with open(path, "rb") as stream:
-                return path, _decode(stream.read(), f"input file '{path}'")
-        except FileNotFoundError:
-            raise PreskError("E0001", f"cannot open input file '{path}': no such file") from None
-        except OSError as error:
-            raise PreskError("E0001", f"cannot read input file '{path}': {error.strerror}") from None
 
     def _run_chunk(self, filename: str, chunk: Chunk) -> tuple[str, bool]:
         """The chunk's output and whether it went as expected; reports its errors."""
@@ -194,19 +193,9 @@ class PreskOptMain(xDSLOptMain):
     def _apply(self, pass_: ModulePass, parsed: ParsedModule) -> None:
         """Run one pass, then verify; every failure becomes a `PreskError`."""
         start = time.perf_counter()
-        try:
-            pass_.apply(self.ctx, parsed.module)
-        except VerifyException as error:
-            raise PreskError("E2001", f"pass '{pass_.name}': {exception_message(error)}") from None
-        except DiagnosticException as error:
-            raise PreskError("E3003", f"pass '{pass_.name}' failed: {exception_message(error)}") from None
+        run_pass(self.ctx, pass_, parsed, verify=not self.args.disable_verify)
         if self.args.time_passes:
             print(f"presk-opt: pass {pass_.name} took {time.perf_counter() - start:.6f} s", file=sys.stderr)
-        if not self.args.disable_verify:
-            try:
-                parsed.verify()
-            except PreskError as error:
-                raise error.with_note(f"the IR does not verify after pass '{pass_.name}'") from None
         if self.args.print_between_passes:
             print(f"// IR after {pass_.name}:\n{self._print(parsed)}", file=sys.stderr)
 
@@ -225,7 +214,12 @@ class PreskOptMain(xDSLOptMain):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `presk-opt` console script."""
-    return run_guarded(lambda: PreskOptMain(args=argv).run())
+
+    def body() -> int:
+        report_plugin_failures()
+        return PreskOptMain(args=argv).run()
+
+    return run_guarded(body)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,10 @@
-"""Loading a program for the `presk` subcommands: read, parse, verify, bind sizes, realize.
+"""Loading a program for the `presk` subcommands: read, parse, verify, transform, bind sizes, realize.
+
+The input is read by `presk.cli.source` (`-` is standard input), and the
+user's own `--pass-pipeline` (presk's passes, xDSL's or a plugin's) runs on
+the PSK-Core program right after it is parsed and verified, before any
+size is resolved and before fusion and lowering, so a plugin pass changes
+what every later stage sees.
 
 Every step raises `PreskError`, so each subcommand only formats and exits.
 Errors placed at an operation of the program carry its source line
@@ -9,12 +15,18 @@ Errors placed at an operation of the program carry its source line
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from xdsl.passes import ModulePass
+
 from presk import sizes
+from presk.cli.pipeline import build_pipeline, pipeline_spec, run_pass
+from presk.cli.source import Source, read_input
 from presk.diagnostics import PreskError
 from presk.ir.context import presk_context
-from presk.ir.parse import ParsedModule, parse_module, read_source
+from presk.ir.parse import ParsedModule, parse_module
+from presk.universe import load_multiverse
 from presk.passes.fuse import FuseElementwise
 from presk.passes.realize import apply_plan
 from presk.plans import Plan, plan_from_options, realization_record
@@ -29,6 +41,24 @@ def add_size_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """The program (`-` reads standard input) and the PSK-Core pipeline run on it first."""
+    parser.add_argument("file", help="a PSK-Core program (.mlir); '-' reads standard input")
+    parser.add_argument(
+        "--pass-pipeline",
+        action="append",
+        default=[],
+        metavar="'builtin.module(...)'",
+        help="passes to run on the PSK-Core program right after parsing, before fusion and lowering, "
+        "in MLIR syntax as presk-opt takes them (presk's, xDSL's and installed plugins' passes)",
+    )
+
+
+def pipeline_of(args: argparse.Namespace) -> tuple[ModulePass, ...]:
+    """The passes `--pass-pipeline` names, checked before the input is read (E3001, E3002)."""
+    return build_pipeline(load_multiverse().universe.all_passes, pipeline_spec((), args.pass_pipeline))
+
+
 @dataclass
 class Program:
     parsed: ParsedModule
@@ -36,10 +66,23 @@ class Program:
     """Every constant and every bound dimension variable."""
 
 
-def load_program(path: str, dims: list[str], consts: list[str]) -> Program:
-    text = read_source(path)
-    parsed = parse_module(presk_context(), text, path)
+def load_program(
+    source: str | Source, dims: list[str], consts: list[str], passes: Sequence[ModulePass] = ()
+) -> Program:
+    """Parse and verify `source` (a path, or what `read_input` read), run `passes`, resolve the sizes.
+
+    A pass's error placed in the program carries its source line.
+    """
+    if isinstance(source, str):
+        source = read_input(source)
+    ctx = presk_context()
+    parsed = parse_module(ctx, source.text, source.name)
     parsed.verify()
+    for pass_ in passes:
+        try:
+            run_pass(ctx, pass_, parsed)
+        except PreskError as error:
+            raise _with_source(error.located(parsed.filename), parsed) from None
     env = sizes.resolve(
         parsed.module, sizes.parse_bindings(consts, "--const"), sizes.parse_bindings(dims, "--dim")
     )
@@ -76,7 +119,10 @@ def plan_of(realize: str | None, plan: str | None) -> Plan | None:
 
 def in_program(error: PreskError, program: Program) -> PreskError:
     """`error` with its source line when it is placed in the program's file."""
-    parsed = program.parsed
+    return _with_source(error, program.parsed)
+
+
+def _with_source(error: PreskError, parsed: ParsedModule) -> PreskError:
     if error.file == parsed.filename:
         return error.with_source(parsed.text, parsed.line_offset)
     return error

@@ -17,14 +17,18 @@ from typing import Any
 import mpmath
 import numpy as np
 from xdsl.ir import Attribute
+from xdsl.passes import ModulePass
 
 from presk.cli.program import (
+    add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
     load_program,
+    pipeline_of,
     plan_of,
     realize_program,
 )
+from presk.cli.source import Source, read_input
 from presk.cli.backends import add_backend_arguments, host_program
 from presk.diagnostics import PreskError
 from presk.dialects.psk_core_types import describe
@@ -37,7 +41,7 @@ from presk.plans import Plan
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a function: on the reference interpreter, or its kernels")
-    p.add_argument("file", help="a PSK-Core program (.mlir)")
+    add_input_arguments(p)
     p.add_argument("--entry", required=True, help="the function to run, e.g. loss")
     add_size_arguments(p)
     p.add_argument("--inputs", metavar="IN.npz", help="arguments by name (record fields joined by '.')")
@@ -66,16 +70,18 @@ def main(args: argparse.Namespace) -> int:
             f"--bits computes in mpmath, but {'--plan' if args.plan is not None else '--realize'} runs the "
             "program in its machine types: pass one or the other",
         )
+    passes = pipeline_of(args)
+    source = read_input(args.file)
     try:
-        return _run(args, plan)
+        return _run(args, plan, source, passes)
     except PreskError as error:
-        raise error.located(args.file) from None
+        raise error.located(source.name) from None
 
 
-def _run(args: argparse.Namespace, plan: Plan | None) -> int:
+def _run(args: argparse.Namespace, plan: Plan | None, source: Source, passes: tuple[ModulePass, ...]) -> int:
     if args.bits is not None and not 8 <= args.bits <= 100_000:
         raise PreskError("E4001", f"--bits {args.bits}: choose a precision between 8 and 100000 bits")
-    program = load_program(args.file, args.dim, args.const)
+    program = load_program(source, args.dim, args.const, passes)
     module, env = program.parsed.module, program.env
     func = find_entry(module, args.entry)
     if args.inputs:

@@ -28,7 +28,12 @@ def op_location(op: Operation) -> SourceLocation | None:
 def error_at(op: Operation, code: str, message: str) -> PreskError:
     """A `PreskError` placed at `op`; the driver adds the source line later.
 
-    Passes raise this when they cannot apply: `raise error_at(op, "E7002", ...)`.
+    Passes raise this when they cannot apply: `raise error_at(op, "E3003", ...)`
+    (E3003: a pass could not be applied; E7002 is kept for ill-formed layouts).
+    An operation with no located ancestor, such as the implicit module of a
+    file without `builtin.module {`, gives an error with no line, as MLIR's
+    `unknown` location: the driver names the file and prefixes the message
+    with `pass 'x' failed:`, and `// expected-error @unknown {{...}}` matches it.
     """
     error = PreskError(code, message)
     if (loc := op_location(op)) is not None:

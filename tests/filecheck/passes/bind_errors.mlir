@@ -10,8 +10,8 @@ func.func @f(%x: !psk_core.tensor<[batch: B, embed: D]>) -> !psk_core.tensor<[ba
   func.return %x : !psk_core.tensor<[batch: B, embed: D]>
 }
 
-// BADDIM: error: E4001: dims 'B=two': expected NAME=POSITIVE_INTEGER
-// UNKNOWN: error: E4001: consts Q: no constant of that name is declared (declared: D, HD)
-// CONSTASDIM: error: E4001: dims D: 'D' is a constant of the program; use consts D=...
-// INDIVISIBLE: error: E4002: constant HD = 63 / 2 does not divide exactly
+// BADDIM: error: E4001: pass 'psk-bind' failed: dims 'B=two': expected NAME=POSITIVE_INTEGER
+// UNKNOWN: error: E4001: pass 'psk-bind' failed: consts Q: no constant of that name is declared (declared: D, HD)
+// CONSTASDIM: error: E4001: pass 'psk-bind' failed: dims D: 'D' is a constant of the program; use consts D=...
+// INDIVISIBLE: error: E4002: pass 'psk-bind' failed: constant HD = 63 / 2 does not divide exactly
 // BADDIM-NOT: Traceback

@@ -70,7 +70,7 @@ func.func @chain(%x: !X) -> !X {
 // ALL-NEXT:    }
 // ALL-NEXT:    func.return %e : !X
 
-// ZERO: error: E3002: psk-fuse: max-nodes is between 1 and 64, not 0
+// ZERO: error: E3002: pass 'psk-fuse' failed: max-nodes is between 1 and 64, not 0
 // ZERO-NOT: Traceback
-// OVER: error: E3002: psk-fuse: max-nodes is between 1 and 64, not 65
+// OVER: error: E3002: pass 'psk-fuse' failed: max-nodes is between 1 and 64, not 65
 // OVER-NOT: Traceback

@@ -55,16 +55,16 @@ func.func @f(%a: !A, %w: !W, %b: !B) -> !O {
 // PROFILE:         plan_errors.mlir: error: E7002: {{.*}}Inputs/plan_profile_number.json: "profile" is the path of a machine profile, a string
 // NOT-JSON:        plan_errors.mlir: error: E7002: {{.*}}Inputs/plan_not_json.json:2:1: the plan is not JSON: Expecting ',' delimiter
 // EMPTY:           plan_errors.mlir: error: E7002: {{.*}}Inputs/plan_empty.json:{{[0-9]+}}:1: the plan is not JSON: Expecting value
-// NOT-UTF8:        plan_errors.mlir: error: E0001: the plan {{.*}}Inputs/plan_not_utf8.json is not UTF-8 text
-// MISSING:         plan_errors.mlir: error: E0001: cannot read the plan {{.*}}Inputs/no_such_plan.json: No such file or directory
-// DIRECTORY:       plan_errors.mlir: error: E0001: cannot read the plan {{.*}}Inputs: Is a directory
+// NOT-UTF8:        plan_errors.mlir: error: E0001: pass 'psk-realize' failed: the plan {{.*}}Inputs/plan_not_utf8.json is not UTF-8 text
+// MISSING:         plan_errors.mlir: error: E0001: pass 'psk-realize' failed: cannot read the plan {{.*}}Inputs/no_such_plan.json: No such file or directory
+// DIRECTORY:       plan_errors.mlir: error: E0001: pass 'psk-realize' failed: cannot read the plan {{.*}}Inputs: Is a directory
 
 // F16:             plan_errors.mlir: error: E7001: {{.*}}Inputs/plan_realization_f16.json: a realization is f64, f32, bf16 or @FILE, not "f16"
 // NUMBER:          plan_errors.mlir: error: E7001: {{.*}}Inputs/plan_realization_number.json: a realization is a name, @FILE or a record of sites, not 32
 // UNKNOWN-SITE:    plan_errors.mlir: error: E7001: {{.*}}Inputs/plan_realization_unknown_site.json: site "f/%7" is not a launch of this program
 // BAD-TYPE:        plan_errors.mlir: error: E7001: {{.*}}Inputs/plan_realization_bad_type.json: "f/%0": a site's realization is f64, f32 or bf16, not "int8"
 // BAD-DEFAULT:     plan_errors.mlir: error: E7001: {{.*}}Inputs/plan_realization_bad_default.json: "default": a site's realization is f64, f32 or bf16, not ["bf16"]
-// RECORD-MISSING:  plan_errors.mlir: error: E0001: cannot read the realization record {{.*}}Inputs/no_such_record.json: No such file or directory
+// RECORD-MISSING:  plan_errors.mlir: error: E0001: pass 'psk-realize' failed: cannot read the realization record {{.*}}Inputs/no_such_record.json: No such file or directory
 // RECORD-NOT-JSON: plan_errors.mlir: error: E7001: {{.*}}Inputs/record_not_json.json:1:1: the realization record is not JSON: Expecting value
 // RECORD-LOOP:     plan_errors.mlir: error: E7001: {{.*}}Inputs/record_loop.json: a realization record file holds a record or a uniform name, not "@record_loop.json"
 

@@ -1,0 +1,46 @@
+"""Plugins installed for one test: a folder on PYTHONPATH holding a package and its `.dist-info`.
+
+`importlib.metadata` finds a distribution by its `.dist-info` folder on
+`sys.path`, entry points included, so a subprocess started with this folder
+on PYTHONPATH sees the plugin exactly as if `pip install` had put it there,
+without touching the shared environment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def install_plugin(root: Path, distribution: str, package: str, modules: dict[str, str], entry_points: dict[str, str]) -> None:
+    """Write `package` (its modules' sources) and a `.dist-info` declaring `entry_points` under `root`."""
+    (root / package).mkdir(parents=True, exist_ok=True)
+    (root / package / "__init__.py").write_text("")
+    for module, source in modules.items():
+        (root / package / f"{module}.py").write_text(source)
+    info = root / f"{distribution.replace('-', '_')}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1\n")
+    lines = "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[xdsl.universe]\n{lines}")
+
+
+def run_tool(tool: str, *args: str, plugins: Path | None = None, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `presk` or `presk-opt` of this environment, with `plugins` on PYTHONPATH."""
+    env = dict(os.environ)
+    if plugins is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(plugins), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [str(BIN / tool), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+        cwd=cwd,
+    )
