@@ -44,3 +44,73 @@ def run_tool(tool: str, *args: str, plugins: Path | None = None, stdin: str | No
         env=env,
         cwd=cwd,
     )
+
+
+PASSES_SOURCE = '''\
+"""Passes of the test plugin: one with an effect a run shows, two that refuse."""
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+
+from presk.dialects.psk_core import ConstantOp, MulOp
+from presk.ir.locations import error_at
+
+
+@dataclass(frozen=True)
+class DoubleConstants(ModulePass):
+    name = "test-double-constants"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for constant in [o for o in op.walk() if isinstance(o, ConstantOp)]:
+            Rewriter.replace_op(constant, ConstantOp(2 * constant.number))
+
+
+@dataclass(frozen=True)
+class RefuseModule(ModulePass):
+    name = "test-refuse-module"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        raise error_at(op, "E3003", "nothing to fold in this module")
+
+
+@dataclass(frozen=True)
+class RefuseMul(ModulePass):
+    name = "test-refuse-mul"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        mul = next(o for o in op.walk() if isinstance(o, MulOp))
+        raise error_at(mul, "E3003", "cannot fold this product")
+'''
+
+UNIVERSE_SOURCE = '''\
+from xdsl.universe import Universe
+
+
+def _get(name):
+    def load():
+        from test_plugin import passes
+
+        return getattr(passes, name)
+
+    return load
+
+
+UNIVERSE = Universe(
+    all_passes={
+        "test-double-constants": _get("DoubleConstants"),
+        "test-refuse-module": _get("RefuseModule"),
+        "test-refuse-mul": _get("RefuseMul"),
+    }
+)
+'''
+
+
+def install_test_plugin(root: Path) -> Path:
+    """A working plugin, `test-plugin`, with the passes of `PASSES_SOURCE`; returns `root`."""
+    install_plugin(root, "test-plugin", "test_plugin", {"passes": PASSES_SOURCE, "universe": UNIVERSE_SOURCE},
+                   {"test-plugin": "test_plugin.universe:UNIVERSE"})  # fmt: skip
+    return root
