@@ -39,11 +39,11 @@ widths (`target_machine().lane_widths("f32")`) dividing n_j, k-blocks with
 their orders, the pack (lanes on the NT scores need it), and the
 split: the executor's default, or `{"depth": 1, "workers": threads}` when
 there are two threads or more.
-`--space quick` (default): tiles [8, 32], [8, 16], [4, 32], [2, 32], [4, 16], [2, 16], [4, 8],
-[1, 16], vector lanes only, no k-block (IJ, JI) or a k-block with IJK / JIK / JKI, scores
-always packed, values with and without the pack. `--space full`: tile [1, 1] or
-m_i ∈ {1, 2, 4, 8} × n_j ∈ {4, 8, 16, 32}, lanes 1 or a register width, every order,
-pack true/false.
+`--space quick` (default): the (tile, lanes) pairs the target's vector registers hold
+(`register_tiles.py`: on AVX-512 [8, 32] at 16 lanes first, on AVX2 [6, 16] at 8), no
+k-block (IJ, JI) or a k-block with IJK / JIK / JKI, scores always packed, values with and
+without the pack. `--space full`: tile [1, 1] or m_i ∈ {1, 2, 4, 6, 8} × n_j ∈ {4, 8, 16,
+32}, lanes 1 or a register width, every order, pack true/false.
 """
 
 from __future__ import annotations
@@ -62,7 +62,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timing import positive_int, run_per_thread_count
 
-from presk.dialects.psk_realize_layout import TILE_COLS, TILE_ROWS
+from register_tiles import domain_tiles, register_tiles
+
+from presk.target import Machine
 
 EINS: dict[str, dict[str, Any]] = {
     # name: the nest, the einsum spec, whether it is NT (its lanes need the pack), its K
@@ -72,46 +74,27 @@ EINS: dict[str, dict[str, Any]] = {
 HEADS, HD = 6, 64
 
 
-def _space(
-    kind: str, ein: str, k: int, threads: int, widths: tuple[int, ...]
-) -> list[dict[str, Any]]:
+def _space(kind: str, ein: str, k: int, threads: int, machine: Machine) -> list[dict[str, Any]]:
     nt = EINS[ein]["nt"]
     kblocks = [kb for kb in (32, 128) if k % kb == 0]
     if kind == "quick":
-        tiles = [[8, 32], [8, 16], [4, 32], [2, 32], [4, 16], [2, 16], [4, 8], [1, 16]]
-        lane_options = widths
-        blocks = [("none", "IJ"), ("none", "JI")] + [
-            (kb, o) for kb in kblocks for o in ("IJK", "JIK", "JKI")
-        ]
+        pairs = register_tiles(machine, "f32")
+        blocks = [("none", "IJ"), ("none", "JI")] + [(kb, o) for kb in kblocks for o in ("IJK", "JIK", "JKI")]
         packs = [True] if nt else [False, True]
     else:
-        tiles = [[1, 1]] + [[m, n] for m in TILE_ROWS for n in TILE_COLS]
-        lane_options = (1, *widths)
-        blocks = [("none", "IJ"), ("none", "JI")] + [
-            (kb, "".join(p)) for kb in kblocks for p in permutations("IJK")
-        ]
+        pairs = domain_tiles(machine, "f32")
+        blocks = [("none", "IJ"), ("none", "JI")] + [(kb, "".join(p)) for kb in kblocks for p in permutations("IJK")]
         packs = [False, True]
-    splits: list[Any] = [None] + (
-        [{"depth": 1, "workers": threads}] if threads >= 2 else []
-    )
+    splits: list[Any] = [None] + ([{"depth": 1, "workers": threads}] if threads >= 2 else [])
     points = []
-    for tile in tiles:
-        for lanes in lane_options:
-            if tile[1] % lanes:
-                continue
-            for kblock, order in blocks:
-                for pack in packs:
-                    for split in splits:
-                        layout: dict[str, Any] = {
-                            "tile": tile,
-                            "kblock": kblock,
-                            "order": order,
-                            "lanes": lanes,
-                            "pack": pack,
-                        }
-                        if split is not None:
-                            layout["split"] = split
-                        points.append(layout)
+    for tile, lanes in pairs:
+        for kblock, order in blocks:
+            for pack in packs:
+                for split in splits:
+                    layout: dict[str, Any] = {"tile": tile, "kblock": kblock, "order": order, "lanes": lanes, "pack": pack}
+                    if split is not None:
+                        layout["split"] = split
+                    points.append(layout)
     return points
 
 
@@ -187,7 +170,7 @@ def _worker(args: argparse.Namespace) -> None:
                 runner,
             )
 
-        points = _space(args.space, ein, k, args.threads, machine.lane_widths("f32"))
+        points = _space(args.space, ein, k, args.threads, machine)
         start = time.perf_counter()
 
         def progress(p: int, seconds: float, ein: str = ein, total: int = len(points)) -> None:

@@ -22,13 +22,14 @@ OpenBLAS reads its thread count when it is imported): `OPENBLAS_NUM_THREADS`,
 The inputs are C-contiguous arrays of the dtype, made once; presk's host
 program reuses its output buffer, numpy and torch allocate theirs.
 
-`--space quick` (default) sweeps tiles [8, 32], [8, 16], [4, 32], [2, 32],
-[4, 16], [2, 16], [4, 8], [1, 16] with the register widths of this machine
-that divide n_j (vector code), no k-block (IJ, JI) and a k-block of 128
-(IJK, JIK, JKI, KIJ, KJI: with K outermost a k-block of operand 1 stays in
-L2 across the rows), each without and with the pack; `--space full` every
-point of the domain (tile [1, 1] or m_i ∈ {1, 2, 4, 8} × n_j ∈ {4, 8, 16,
-32}, k-block none/32/128 with every order, every lane count of this
+`--space quick` (default) sweeps up to ten (tile, lanes) pairs that the target's
+vector registers hold with the widest lanes and the most accumulators
+(`register_tiles.py`: [8, 32] at 16 f32 lanes first on AVX-512's 32
+registers, [6, 16] at 8 on AVX2's 16), no k-block (IJ, JI) and a k-block of
+128 (IJK, JIK, JKI, KIJ, KJI: with K outermost a k-block of operand 1 stays
+in L2 across the rows), each without and with the pack; `--space full`
+every point of the domain (tile [1, 1] or m_i ∈ {1, 2, 4, 6, 8} × n_j ∈ {4,
+8, 16, 32}, k-block none/32/128 with every order, every lane count of this
 machine, both packs). The pack copies operand 1 to a blocked panel
 [N / n_j, N, n_j] before each product (its time is counted): at N = 2048
 operand 1's rows are 8 KiB apart, so a tile's k-block of them falls in a
@@ -60,25 +61,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from timing import positive_int, run_per_thread_count
 
-from presk.dialects.psk_realize_layout import TILE_COLS, TILE_ROWS
+from register_tiles import domain_tiles, register_tiles
+
+from presk.target import Machine
 
 
-def _space(kind: str, dtype: str, widths: tuple[int, ...]) -> list[dict[str, Any]]:
+def _space(kind: str, dtype: str, machine: Machine) -> list[dict[str, Any]]:
     if kind == "quick":
-        tiles = [[8, 32], [8, 16], [4, 32], [2, 32], [4, 16], [2, 16], [4, 8], [1, 16]]
+        pairs = register_tiles(machine, dtype)
         blocks = [("none", "IJ"), ("none", "JI")] + [(128, order) for order in ("IJK", "JIK", "JKI", "KIJ", "KJI")]
     else:
-        tiles = [[1, 1]] + [[m, n] for m in TILE_ROWS for n in TILE_COLS]
+        pairs = domain_tiles(machine, dtype)
         blocks = [("none", "IJ"), ("none", "JI")] + [(kb, "".join(p)) for kb in (32, 128) for p in permutations("IJK")]
-    points = []
-    for tile in tiles:
-        for lanes in (1, *widths) if kind == "full" else widths:
-            if tile[1] % lanes:
-                continue
-            for kblock, order in blocks:
-                for pack in (False, True):
-                    points.append({"tile": tile, "kblock": kblock, "order": order, "lanes": lanes, "pack": pack})
-    return points
+    return [
+        {"tile": tile, "kblock": kblock, "order": order, "lanes": lanes, "pack": pack}
+        for tile, lanes in pairs
+        for kblock, order in blocks
+        for pack in (False, True)
+    ]
 
 
 def _points(text: str) -> list[dict[str, Any]]:
@@ -137,7 +137,7 @@ def _worker(args: argparse.Namespace) -> None:
                     plan["layout"] = {"gemm/%0": layout}
                 return HostProgram(lower(parsed.module, "gemm", env, parse_plan(plan, "bench_gemm")), runner)
 
-            points = args.points if args.points is not None else _space(args.space, dtype, machine.lane_widths(dtype))
+            points = args.points if args.points is not None else _space(args.space, dtype, machine)
 
             def progress(p: int, seconds: float, dtype: str = dtype, n: int = n, total: int = len(points)) -> None:
                 if sys.stderr.isatty():

@@ -15,8 +15,9 @@ bits. What each decision becomes:
   that does not divide its axis runs ⌈I / m_i⌉ (or ⌈J / n_j⌉) blocks, the
   last one shifted back to end at the axis's end (`_tile_indices`): its
   overlap with the block before it is computed again by the same chains and
-  stored again with the same bits. That needs m_i ≤ I and n_j ≤ J, and a
-  block loop the k-block loop does not enclose (below); condition 3.
+  stored again with the same bits. That needs m_i ≤ I and n_j ≤ J
+  (condition 3); under a k-block loop that encloses the block loop, see
+  below.
 - `kblock` (32, 128): the k loop becomes a loop over blocks of K and one
   within each block, k = block·size + within, still in increasing k. A
   k-block that does not divide K cuts its last block short: the loop
@@ -30,7 +31,9 @@ bits. What each decision becomes:
   only when the storage type is the arithmetic type (condition 7, checked
   by the caller). A block loop the k-block loop encloses cannot shift its
   last tile: the tile would read sums that already hold the current block
-  of K and add it again; so there the tile divides the axis (condition 3).
+  of K and add it again. Along I the last tile's rows past the axis's end
+  are clamped to its last row instead (`_clamped_indices`); along J, whose
+  columns are the lanes, the tile divides the axis (condition 3).
 - `lanes`: recorded here as `psk_kernel.lanes = L` on the loop over the
   tile's columns (the J block loop, whose body holds the n_j unrolled
   columns; the row-wise form's inner column loop), and applied by
@@ -256,9 +259,7 @@ def _tiled(
     m, n, size = tl.m, tl.n, tl.kblock
     assert co.b_block in (None, n), "a blocked panel's blocks are the tile's columns"
     assert m <= n_i and n <= n_j, "condition 3: a tile fits in the output"
-    assert not tl.sums_in_output or all(
-        extent % block == 0 for letter, extent, block in (("I", n_i, m), ("J", n_j, n)) if letter in tl.enclosed
-    ), "condition 3: a block loop the k-block loop encloses has no shifted last tile"
+    assert "J" not in tl.enclosed or n_j % n == 0, "condition 3: a J block loop the k-block loop encloses has no shifted last tile"
     counts = {"I": blocks(n_i, m), "J": blocks(n_j, n), "K": blocks(n_k, size) if size is not None else 1}
     # In registers, the k-block loop is the outer of the two k loops around the tile's body.
     letters = tl.order if tl.sums_in_output else tl.order.replace("K", "")
@@ -269,7 +270,7 @@ def _tiled(
             if letter == "J" and lanes is not None:
                 loop.op.attributes[LANES] = lanes_attribute(lanes)
             ivs[letter] = loop.iv
-        rows = _tile_indices(kb, ivs["I"], m, n_i)
+        rows = (_clamped_indices if "I" in tl.enclosed else _tile_indices)(kb, ivs["I"], m, n_i)
         cols = _tile_indices(kb, ivs["J"], n, n_j)
         zero = kb.real(0.0, arith_type)
         cells = [_at(co.out_labels, {**base, c.i: rows[r], c.j: cols[s]}) for r in range(m) for s in range(n)]
@@ -345,6 +346,29 @@ def _tile_indices(kb: KernelBuilder, iv: SSAValue, count: int, extent: int) -> l
         return [kb.offset(iv, count, r) for r in range(count)]
     start = _shifted_start(kb, iv, count, extent)
     return [kb.offset(start, 1, r) for r in range(count)]
+
+
+def _clamped_indices(kb: KernelBuilder, iv: SSAValue, count: int, extent: int) -> list[SSAValue]:
+    """The `count` rows of block `iv`, those past the axis's end clamped to its last row.
+
+    For an I block loop the k-block loop encloses (`TiledLayout.enclosed`),
+    where a shifted last tile would add a block of K twice to the rows it
+    shares with the tile before it. Row r of block b is min(b·count + r,
+    extent − 1): the last block's rows past the end all compute the axis's
+    last row, each from the same running sum (every tile reads its sums
+    before it stores any) by the same chain, and store the same bits to it.
+    No row outside the last block is touched, so a split of the I loop
+    gives each row one worker. Rows below extent mod count never pass the
+    end and need no clamp. Only rows: a tile's columns are its lanes, which
+    load and store consecutive addresses.
+    """
+    if extent % count == 0:
+        return _tile_indices(kb, iv, count, extent)
+    last = kb.index(extent - 1)
+    return [
+        kb.offset(iv, count, r) if r < extent % count else kb.min_index(kb.offset(iv, count, r), last)
+        for r in range(count)
+    ]
 
 
 def _shifted_start(kb: KernelBuilder, iv: SSAValue, count: int, extent: int) -> SSAValue:

@@ -44,7 +44,7 @@ Pure scalar ops left without uses are erased at the end.
 bf16 has no lanes (condition 4; the machine description lists none), so its
 tile, with the round trip through bf16 of the epilogue, stays scalar; the
 row-wise form has no tile and stays scalar too. The register widths come
-from `presk.cost.machine`: a lanes attribute that is not a register width of
+from `presk.target`: a lanes attribute that is not a register width of
 this machine for the element type is refused (E7002, condition 4).
 """
 
@@ -570,6 +570,15 @@ class VectorizeTileStores(RewritePattern):
         rewriter.insert(vector.StoreOp(value, op.memref, list(op.indices)), _before(stores[-1]))
         for s in stores:
             rewriter.erase(s)
+
+
+def tile_registers(tile: Sequence[int], lanes: int) -> int:
+    """The vector registers a tile vectorized at `lanes` keeps live per k (the code above): m·n/L
+    accumulators, n/L loaded vectors of operand 1 and one broadcast of operand 0. Past the target's
+    `vector_registers` the accumulators spill to the stack on every k."""
+    rows, cols = tile
+    groups = cols // lanes
+    return rows * groups + groups + 1
 
 
 @dataclass(frozen=True)

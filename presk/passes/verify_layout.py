@@ -11,10 +11,12 @@ the sizes it is launched at, its realization and the machine, as the seed's
 - condition 3: the tile and the k-block are no larger than their axes
   (m_i ≤ I, n_j ≤ J, kblock ≤ K); where they do not divide them the
   lowering shifts the last tile back to end at the axis's end and cuts the
-  last k-block short, except that a block loop the k-block loop encloses
-  keeps its tile dividing its axis (m_i | I, n_j | J), since there the
-  running sums wait in the output and an overlapping tile would add a
-  block twice; a row-wise contraction has no tile, k-block, order or pack;
+  last k-block short, except that a J block loop the k-block loop
+  encloses keeps its tile dividing J (n_j | J), since there the running
+  sums wait in the output and an overlapping tile would add a block twice
+  (an I block loop's last tile clamps its rows past the end instead: the
+  columns are the lanes); a row-wise contraction has no tile, k-block,
+  order or pack;
 - condition 4: lanes are 1 or one of the machine's register widths for the
   storage type (`Machine.lane_widths`), divide the tile's n_j, and on an NT
   contraction need the pack;
@@ -364,15 +366,14 @@ def _condition_3(
     order = layout.get("order", "IJ")
     if isinstance(kblock, int) and "K" in order:
         enclosed = order[order.index("K") + 1 :]
-        for letter, name, block, axis, size in axes:
-            if letter in enclosed and size is not None and size % block:
-                return LayoutViolation(
-                    3, "tile",
-                    f"the tile's {name} = {block} does not divide {letter} ({axis}) = {size}, and with the order "
-                    f"{_show(order)} the k-block loop encloses the {letter} block loop: the running sums wait in the "
-                    "output buffer from one block of K to the next, where a last tile shifted back over the one "
-                    "before it would add their shared elements' block twice",
-                )  # fmt: skip
+        if "J" in enclosed and j_size is not None and j_size % n:
+            return LayoutViolation(
+                3, "tile",
+                f"the tile's n_j = {n} does not divide J ({shape.j}) = {j_size}, and with the order "
+                f"{_show(order)} the k-block loop encloses the J block loop: the running sums wait in the "
+                "output buffer from one block of K to the next, where a last tile shifted back over the one "
+                "before it would add their shared elements' block twice",
+            )  # fmt: skip
     if isinstance(kblock, int) and k_size is not None and kblock > k_size:
         return LayoutViolation(
             3, "kblock",

@@ -137,7 +137,7 @@ func.func @f(%a: !A, %w: !W, %b: !Bj) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 8 and n_j in 4, 8, 16, 32; not [3, 3]}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 6, 8 and n_j in 4, 8, 16, 32; not [3, 3]}}
   %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [3, 3]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O

@@ -45,7 +45,7 @@
 
 // A bias after a dot, then a softmax: the product can take the add.
 func.func @linear(%a: !A, %w: !W, %b: !B) -> !O {
-  // DOT-TILE: plan_located.mlir:[[# @LINE + 14]]:3: error: E7002: {{.*}}Inputs/located_dot_tile.json: nest "linear/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 8 and n_j in 4, 8, 16, 32; not [3, 8]
+  // DOT-TILE: plan_located.mlir:[[# @LINE + 14]]:3: error: E7002: {{.*}}Inputs/located_dot_tile.json: nest "linear/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 6, 8 and n_j in 4, 8, 16, 32; not [3, 8]
   // DOT-TILE-NEXT: {{^}}  %0 = psk_core.dot %a, %w : !O
   // DOT-TILE-NEXT: {{^}}  ^
   // DOT-TILE-NOT: Traceback

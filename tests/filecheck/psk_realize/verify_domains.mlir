@@ -89,7 +89,7 @@ func.func @f(%q: !Q, %k: !K) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 8 and n_j in 4, 8, 16, 32; not [3, 8]}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 6, 8 and n_j in 4, 8, 16, 32; not [3, 8]}}
   %0 = psk_realize.nest "f/%0" layout <tile = [3, 8]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -104,7 +104,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 8 and n_j in 4, 8, 16, 32; not [16, 8]}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 6, 8 and n_j in 4, 8, 16, 32; not [16, 8]}}
   %0 = psk_realize.nest "f/%0" layout <tile = [16, 8]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -119,7 +119,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 8 and n_j in 4, 8, 16, 32; not [1, 2]}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 6, 8 and n_j in 4, 8, 16, 32; not [1, 2]}}
   %0 = psk_realize.nest "f/%0" layout <tile = [1, 2]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -134,7 +134,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 8 and n_j in 4, 8, 16, 32; not [4, 64]}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 6, 8 and n_j in 4, 8, 16, 32; not [4, 64]}}
   %0 = psk_realize.nest "f/%0" layout <tile = [4, 64]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -149,7 +149,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 8 and n_j in 4, 8, 16, 32; not [2, 1]}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 6, 8 and n_j in 4, 8, 16, 32; not [2, 1]}}
   %0 = psk_realize.nest "f/%0" layout <tile = [2, 1]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -164,7 +164,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 8 and n_j in 4, 8, 16, 32; not [0, 0]}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 6, 8 and n_j in 4, 8, 16, 32; not [0, 0]}}
   %0 = psk_realize.nest "f/%0" layout <tile = [0, 0]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -179,7 +179,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !K = !psk_core.tensor<[b: 2, h: 2, t: 8, d: 4]>
 !O = !psk_core.tensor<[b: 2, h: 2, s: 8, t: 8]>
 func.func @f(%q: !Q, %k: !K) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 8 and n_j in 4, 8, 16, 32; not [-1, 4]}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": a tile is [1, 1], or m_i in 1, 2, 4, 6, 8 and n_j in 4, 8, 16, 32; not [-1, 4]}}
   %0 = psk_realize.nest "f/%0" layout <tile = [-1, 4]> : !O {
     %0 = psk_core.ein %q[b, h, s, d], %k[b, h, t, d] : !O
     psk_realize.yield %0 : !O
