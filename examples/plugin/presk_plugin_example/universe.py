@@ -1,8 +1,4 @@
-"""What this package adds to presk: found by xDSL through the `xdsl.universe` entry point.
-
-The factory imports the pass only when it is used, so installing the plugin
-costs presk nothing at start-up.
-"""
+"""What this package adds to presk, found through the `xdsl.universe` entry point."""
 
 from xdsl.passes import ModulePass
 from xdsl.universe import Universe

@@ -1,7 +1,7 @@
 // RUN: presk-opt %s -p psk-mul-one | filecheck %s
 // RUN: presk-opt %s --pass-pipeline='builtin.module(psk-mul-one, dce)' | filecheck %s --check-prefix=DCE
 //
-// The out-of-tree pass of examples/plugin (installed by `make test`):
+// The pass of this package (installed with `pip install -e .`):
 // x * 1.0 -> x, with the constant on either side.
 
 !T = !psk_core.tensor<[batch: 4, embed: 8]>
