@@ -13,7 +13,7 @@ skipped and recorded rather than breaking every command (and `--help`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import import_module
 from importlib.metadata import EntryPoint, entry_points
@@ -98,18 +98,18 @@ class Multiverse:
     origins: dict[str, str]
 
 
-def _entry_point_text(entry: EntryPoint) -> str:
-    return f"{entry.name} = {entry.value}"
-
-
 def _distribution(entry: EntryPoint) -> str:
     dist = getattr(entry, "dist", None)
     return dist.name if dist is not None else entry.name
 
 
+def _tables(universe: Universe) -> tuple[tuple[str, dict[str, Any]], ...]:
+    return (("dialect", universe.all_dialects), ("pass", universe.all_passes), ("target", universe.all_targets))
+
+
 def _clash(universe: Universe, tables: dict[str, dict[str, Any]], owners: dict[tuple[str, str], str]) -> str | None:
     """Why `universe` cannot join the tables (a name another universe defines), or None."""
-    for kind, table in (("dialect", universe.all_dialects), ("pass", universe.all_passes), ("target", universe.all_targets)):
+    for kind, table in _tables(universe):
         for name in table:
             if name in tables[kind]:
                 return f"it defines the {kind} '{name}', which '{owners[kind, name]}' defines too"
@@ -134,29 +134,29 @@ def load_multiverse() -> Multiverse:
         entry_points(group="xdsl.universe"),
         key=lambda entry: (_distribution(entry) not in _BASE_DISTRIBUTIONS, entry.name),
     )
-    loaded: list[tuple[str, Universe]] = []
+    loaded: list[tuple[PluginFailure, Universe]] = []
+    """Each universe with the failure it would be reported as (distribution and entry point)."""
     if not any(entry.value == _OWN_ENTRY_POINT for entry in entries):
-        loaded.append(("presk", PRESK_UNIVERSE))
+        loaded.append((PluginFailure("presk", f"presk = {_OWN_ENTRY_POINT}", ""), PRESK_UNIVERSE))
     for entry in entries:
+        origin = PluginFailure(_distribution(entry), f"{entry.name} = {entry.value}", "")
         try:
             universe = entry.load()
         except Exception as error:  # noqa: BLE001 - a plugin's import can raise anything
-            failures.append(PluginFailure(_distribution(entry), _entry_point_text(entry), _reason(error)))
+            failures.append(replace(origin, reason=_reason(error)))
             continue
         if not isinstance(universe, Universe):
-            reason = f"it names a {type(universe).__name__}, not an xdsl.universe.Universe"
-            failures.append(PluginFailure(_distribution(entry), _entry_point_text(entry), reason))
+            failures.append(replace(origin, reason=f"it names a {type(universe).__name__}, not an xdsl.universe.Universe"))
             continue
-        loaded.append((_distribution(entry), universe))
-    for distribution, universe in loaded:
+        loaded.append((origin, universe))
+    for origin, universe in loaded:
         if (clash := _clash(universe, tables, owners)) is not None:
-            entry_text = next((_entry_point_text(e) for e in entries if _distribution(e) == distribution), distribution)
-            failures.append(PluginFailure(distribution, entry_text, clash))
+            failures.append(replace(origin, reason=clash))
             continue
-        for kind, table in (("dialect", universe.all_dialects), ("pass", universe.all_passes), ("target", universe.all_targets)):
+        for kind, table in _tables(universe):
             for name, factory in table.items():
                 tables[kind][name] = factory
-                owners[kind, name] = distribution
+                owners[kind, name] = origin.distribution
     merged = Universe(all_dialects=tables["dialect"], all_passes=tables["pass"], all_targets=tables["target"])
     origins = {name: owner for (kind, name), owner in owners.items() if kind == "pass"}
     return Multiverse(merged, tuple(failures), origins)

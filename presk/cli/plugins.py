@@ -1,17 +1,17 @@
-"""Plugins that failed to load: reported once per command, and blamed when their pass is named.
+"""Plugins that failed to load, reported once per command.
 
 `presk.universe.load_multiverse` skips a broken plugin so that commands
 which do not need it keep working; this module tells the user, once, on
-standard error, which distribution and entry point was skipped and why, and
-gives `presk.cli.pipeline` the text to add to an E3001 for a pass no loaded
-universe defines.
+standard error, which distribution and entry point was skipped and why
+(`presk.cli.pipeline` repeats the reason in an E3001 for a pass no loaded
+universe defines).
 """
 
 from __future__ import annotations
 
 import sys
 
-from presk.universe import PluginFailure, load_multiverse
+from presk.universe import load_multiverse
 
 _reported = False
 
@@ -24,12 +24,3 @@ def report_plugin_failures() -> None:
     _reported = True
     for failure in load_multiverse().failures:
         print(f"presk: warning: {failure.describe()}; it is skipped", file=sys.stderr)
-
-
-def failures() -> tuple[PluginFailure, ...]:
-    return load_multiverse().failures
-
-
-def failure_hint() -> str:
-    """`; plugin 'x' (...) could not be loaded: ...` for each broken plugin, or ''."""
-    return "".join(f"; {failure.describe()}" for failure in failures())
