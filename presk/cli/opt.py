@@ -27,7 +27,7 @@ from xdsl.xdsl_opt_main import VersionAction, xDSLOptMain
 from presk.cli.expected import check_diagnostics, collect_expectations
 from presk.cli.guard import EXIT_ERROR, run_guarded
 from presk.cli.march import add_march_argument, apply_march
-from presk.cli.pipeline import build_pipeline, pipeline_spec, run_pass
+from presk.cli.pipeline import build_pipeline, pipeline_spec, run_pass, verify_after
 from presk.cli.plugins import report_plugin_failures
 from presk.cli.source import read_input
 from presk.cli.split import SPLIT_MARKER, Chunk, split_input
@@ -193,9 +193,11 @@ class PreskOptMain(xDSLOptMain):
     def _apply(self, pass_: ModulePass, parsed: ParsedModule) -> None:
         """Run one pass, then verify; every failure becomes a `PreskError`."""
         start = time.perf_counter()
-        run_pass(self.ctx, pass_, parsed, verify=not self.args.disable_verify)
+        run_pass(self.ctx, pass_, parsed, verify=False)
         if self.args.time_passes:
             print(f"presk-opt: pass {pass_.name} took {time.perf_counter() - start:.6f} s", file=sys.stderr)
+        if not self.args.disable_verify:
+            verify_after(pass_, parsed)
         if self.args.print_between_passes:
             print(f"// IR after {pass_.name}:\n{self._print(parsed)}", file=sys.stderr)
 

@@ -273,7 +273,12 @@ def run_pass(ctx: Context, pass_: ModulePass, parsed: ParsedModule, verify: bool
     except DiagnosticException as error:
         raise PreskError("E3003", f"pass '{pass_.name}' failed: {exception_message(error)}") from None
     if verify:
-        try:
-            parsed.verify()
-        except PreskError as error:
-            raise error.with_note(f"the IR does not verify after pass '{pass_.name}'") from None
+        verify_after(pass_, parsed)
+
+
+def verify_after(pass_: ModulePass, parsed: ParsedModule) -> None:
+    """Verify the program a pass left; an error notes that the pass made invalid IR."""
+    try:
+        parsed.verify()
+    except PreskError as error:
+        raise error.with_note(f"the IR does not verify after pass '{pass_.name}'") from None
