@@ -2,17 +2,22 @@
 
 The translator, `psk-split`, the JIT's runner, the kernel interpreter and the
 cost model all ask the same questions of a kernel (which loop a call
-divides, how many iterations it has, which buffers it writes); each answer
+divides, how many iterations it has, which buffers it writes, which loop
+is a register tile's); each answer
 is defined once here, on the PSK-Kernel ops, without building any IR.
 """
 
 from presk.analysis.kernel_loops import (
     attr,
     constant_int,
+    is_register_tile_loop,
     launch_iterations,
     split_loop,
     trip_count,
     written_buffers,
 )
 
-__all__ = ["attr", "constant_int", "launch_iterations", "split_loop", "trip_count", "written_buffers"]
+__all__ = [
+    "attr", "constant_int", "is_register_tile_loop", "launch_iterations", "split_loop", "trip_count",
+    "written_buffers",
+]  # fmt: skip

@@ -19,7 +19,10 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from presk.dialects.psk_kernel import PARALLEL, KernelOp
 
-__all__ = ["STORE_OPS", "attr", "constant_int", "launch_iterations", "split_loop", "trip_count", "written_buffers"]
+__all__ = [
+    "STORE_OPS", "attr", "constant_int", "is_register_tile_loop", "launch_iterations", "split_loop", "trip_count",
+    "written_buffers",
+]  # fmt: skip
 
 STORE_OPS = ("memref.store", "vector.store")
 """The ops by which a kernel writes a buffer (its second operand)."""
@@ -87,3 +90,12 @@ def written_buffers(kernel: KernelOp) -> frozenset[int]:
             if target in args:
                 written.add(args.index(target))
     return frozenset(written)
+
+
+def is_register_tile_loop(loop: scf.ForOp) -> bool:
+    """Whether `loop` is a register tile's k loop: its own body (not a nested loop's) holds `vector.fma`s.
+
+    `psk-vectorize` makes a tiled contraction's k loop a body of broadcasts,
+    vector loads and one `vector.fma` per accumulator; no other loop of a
+    PSK-Kernel program holds a `vector.fma`."""
+    return any(op.name == "vector.fma" for op in loop.body.block.ops)

@@ -26,10 +26,14 @@ from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram
 from presk.jit.native import NativeRunner
+from presk.lowering.kernel_to_llvm import translate_kernel
+from presk.lowering.llvm.loops import TILE_UNROLL
 from presk.pipeline import lower
 from presk.passes import vectorize
 from presk.plans import parse_plan
 from targets import WIDEST, lowering_for
+
+pytestmark = pytest.mark.target
 
 SOURCE = """
 !A = !psk_core.tensor<[i: I, k: K]>
@@ -124,6 +128,33 @@ def test_leaves_scalar_what_states_no_lanes() -> None:
         names = _ops(_lower("prod", realization, layout))  # type: ignore[arg-type]
         assert not any(n.startswith("vector.") for n in names), (realization, layout)
         assert "math.fma" in names
+
+
+def test_only_the_register_tiles_k_loop_is_unrolled() -> None:
+    """The tile's k loop carries a loop ID (its first operand itself) asking LLVM for TILE_UNROLL copies;
+    the k-block loop around it, the block loops and the row-wise form's loops carry none."""
+    module = _lower("prod", "f32", {"tile": [4, 16], "kblock": 32, "order": "JIK", "lanes": 16})
+    (kernel,) = [k for k in module.body.block.ops if isinstance(k, KernelOp)]
+    ir = translate_kernel(kernel, target_named(WIDEST))
+    backedges = [line for line in ir.splitlines() if "!llvm.loop" in line]
+    assert len(backedges) == 1 and backedges[0].lstrip().startswith("br i1")
+    loop_id = backedges[0].rsplit("!llvm.loop ", 1)[1]
+    (definition,) = [line for line in ir.splitlines() if line.startswith(f"{loop_id} = ")]
+    count = definition.split("{ ", 1)[1].split(", ")[1].rstrip(" }")
+    assert definition.startswith(f"{loop_id} = !{{ {loop_id}, ")
+    assert f'{count} = !{{ !"llvm.loop.unroll.count", i32 {TILE_UNROLL} }}' in ir
+    row_wise = _lower("prod", "f32", {"form": "row-wise"})
+    assert all("!llvm.loop" not in translate_kernel(k, target_named(WIDEST))
+               for k in row_wise.body.block.ops if isinstance(k, KernelOp))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "tile, lanes, registers",
+    [((8, 32), 16, 19), ((6, 16), 8, 15), ((8, 16), 8, 19), ((4, 32), 8, 21), ((1, 4), 4, 3)],
+)  # fmt: skip
+def test_tile_registers_counts_accumulators_loads_and_the_broadcast(tile: tuple[int, int], lanes: int, registers: int) -> None:
+    """m·n/L accumulators, n/L vectors of operand 1, one broadcast: [6, 16] at 8 lanes fills 15 of AVX2's 16."""
+    assert vectorize.tile_registers(tile, lanes) == registers
 
 
 def test_is_idempotent() -> None:
