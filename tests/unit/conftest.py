@@ -19,6 +19,14 @@ from presk.ir.parse import parse_module
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "target: the outcome depends on the target's register widths (lanes, vector code): `make test` runs "
+        "these tests a second time lowered for x86-64-v3 (AVX2), the Makefile's NARROW_TARGET",
+    )
+
+
 @pytest.fixture(scope="session", autouse=True)
 def run_kernel_cache() -> Iterator[Path]:
     """One kernel cache for the whole run: `PRESK_CACHE_DIR` when set (`make test` shares one with

@@ -1,4 +1,4 @@
-"""Every point of the layout space of four contraction nests computes the default's bits.
+"""Every point of the layout space of four contraction nests is checked, and the points run give the default's bits.
 
 The seed (§"The layout decisions", "Every point is exact", "Well-formedness"):
 each output element adds its terms in increasing k whatever the tile, the
@@ -9,9 +9,9 @@ and a layout the launch conditions refuse is refused with E7002, never run.
 The nests, each a program with `@prod` (the product alone) and `@prod_add`
 (the product read by one add, which the epilogue folds into its kernel):
 
-- `square` (at the large shapes; at the small ones `wide`, I = 4, K = 16,
-  J = 32, where the widest tile [4, 32] divides): a dot x[i, k] · w[k, j],
-  the bias b[j] added after it;
+- `square` (at the large shapes; at the small ones `wide`, I = 8, K = 16,
+  J = 32, where the widest tile [8, 32] divides and 6 rows leave a remainder
+  of 2): a dot x[i, k] · w[k, j], the bias b[j] added after it;
 - `scores`: attention's scores ein q[b, h, s, d] · k[b, h, t, d] → [b, h, s, t]
   (NT: operand 1 carries K innermost), a mask m[s, t] added after it;
 - `values`: attention's values ein p[b, h, s, t] · v[b, h, t, d] → [b, h, s, d]
@@ -25,9 +25,10 @@ The nests, each a program with `@prod` (the product alone) and `@prod_add`
 The space of a nest (what the seed calls its points; the split and the
 epilogue are stated on top of a point, "like the split it stays as stated"):
 every form; for the tiled form every tile of the domain ([1, 1], or m_i in
-1, 2, 4 and n_j in 4, 8, 16, 32), every k-block ("none", 32, 128) with every
-order (IJ, JI; with a k-block the six permutations of IJK), every lanes
-value of the domain (1, 2, 4, 8, 16) and both packs; for the row-wise form
+`TILE_ROWS` and n_j in `TILE_COLS`, read from the domain), every k-block
+("none", 32, 128) with every order (IJ, JI; with a k-block the six
+permutations of IJK), every lanes value of the domain (1, 2, 4, 8, 16) and
+both packs; for the row-wise form
 every lanes value, and the row-wise form stating each value of the tiled
 form's tile, k-block, order and pack (condition 3: only their neutral
 values are accepted). Each point once without and once with the epilogue.
@@ -37,17 +38,45 @@ workers p, half of them, and p + 1, which condition 5 refuses) on every
 split on every point would multiply the points by ten; a split moves no
 arithmetic, it only moves the loop it divides to the top of the kernel.)
 
-Every point is lowered through the real pipeline (the plan's first check,
-`psk-verify-layout` at launch, `psk-lower-kernel`) and, unless refused, run
-on the kernel interpreter and on the native backend; each output must equal
-the default layout's, byte for byte (the default's own output is checked on
-both executors too). `@prod`'s output is the product; `@prod_add`'s is the
-add's, against the default's two kernels. A run is shared between points
-whose programs are byte-identical as that executor sees them: for the
-interpreter, the kernel module's text without the `psk_kernel.workers` and
-`psk_kernel.lanes` attributes (which it does not read: its docstring); for
-native code, the LLVM IR, which the engine caches (the call still runs on
-the point's own workers).
+Two tests per nest and type:
+
+- `test_every_point_is_refused_exactly_where_the_oracle_says`: every point
+  of the enumeration goes through the plan's checks as `HostLowering` meets
+  them (the first check, the nest's verifier with the epilogue's
+  conditions, `psk-verify-layout` at launch), nothing lowered: refused with
+  E7002 exactly where the oracle (below) finds a condition, and for one of
+  the conditions it finds.
+- `test_the_run_points_give_the_defaults_bits`: the run points are lowered
+  through the real pipeline (the checks again, `psk-lower-kernel`, every
+  layout pass) and run on the kernel interpreter and on the native backend;
+  each output must equal the default layout's, byte for byte (the default's
+  own output is checked on both executors too). `@prod`'s output is the
+  product; `@prod_add`'s is the add's, against the default's two kernels. A
+  run is shared between points whose programs are byte-identical as that
+  executor sees them: for the interpreter, the kernel module's text without
+  the `psk_kernel.workers` and `psk_kernel.lanes` attributes (which it does
+  not read: its docstring); for native code, the LLVM IR, which the engine
+  caches (the call still runs on the point's own workers).
+
+The run points (`run_points`). In CI, a covering set of the accepted points
+(`covering`, greedy, deterministic), chosen from the accepted points of the
+enumeration and from each accepted point of the space with each split
+stated on it: every pair of values of two factors that some accepted point
+combines is run, the factors being the form, the tile's m_i and n_j, the
+k-block, the order, the lanes, the pack, the epilogue, the split's depth
+and its workers (a decision left to its default is its own value); and
+every (tile, k-block, order) accepted on the nest, where shifted last tiles
+meet k-blocks cut short. So every value of every decision runs
+(`test_every_value_runs_somewhere`, in f32), on every nest where it is
+accepted, with every value of every other decision it is accepted with
+there; `test_the_run_points_hold_every_feature_of_the_accepted_points`
+checks the cover. What is traded: the combinations of three or more values
+beyond (tile, k-block, order) are not all run (on this AVX-512 machine 560
+points run of the 4 160 accepted, where all 4 160 ran before; among the
+560, splits stated on tiles other than [1, 1], which none were before).
+`PRESK_LAYOUT_POINTS=full` runs every accepted point of the enumeration
+too, at the CI shapes (`large` at the larger shapes); every mode checks
+every point of the enumeration.
 
 `Oracle` predicts, independently of `presk.passes.verify_layout` and the
 lowering, which conditions each point breaks, restating the seed's
@@ -63,9 +92,14 @@ over K; row-wise, the outer axes, I, K (serial), J. Refused points must be
 exactly the oracle's, and each refusal must name one of the conditions the
 oracle finds.
 
-`PRESK_LAYOUT_POINTS=large` runs the same points at larger shapes (where
-every tile and k-block divides most nests) and prints the counts as a table
-for the docs (`pytest -s tests/unit/test_layout_points.py`).
+`PRESK_LAYOUT_POINTS=large` (`make layout-points`) runs every accepted point
+at larger shapes (where every tile and k-block divides most nests), `full`
+every accepted point at the CI shapes; `test_point_counts` prints the counts
+as a table for the docs (`pytest -s tests/unit/test_layout_points.py`).
+
+The f32 cases of the run test carry the `target` marker: `make test` runs
+them again lowered for x86-64-v3 (AVX2), where the lanes are 8 and 16 lanes
+are refused, so the covering set is that register file's.
 """
 
 from __future__ import annotations
@@ -77,7 +111,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
-from itertools import permutations
+from itertools import combinations, permutations
 from typing import Any
 
 import numpy as np
@@ -103,9 +137,16 @@ from presk.lowering.realize_to_kernel import HostLowering
 from presk.passes.bind import BindSizes
 from presk.passes.fuse import FuseElementwise
 from presk.passes.realize import apply_plan, sites_of
+from presk.passes.verify_layout import layout_violation as launch_violation
 from presk.plans import parse_plan
 
-LARGE = os.environ.get("PRESK_LAYOUT_POINTS", "").strip().lower() == "large"
+MODE = os.environ.get("PRESK_LAYOUT_POINTS", "").strip().lower()
+"""Unset (CI): every point is checked, and a covering set of the accepted ones runs (`covering`);
+"full": every accepted point runs too; "large": every accepted point runs, at the larger shapes."""
+if MODE not in ("", "full", "large"):
+    raise ValueError(f'PRESK_LAYOUT_POINTS is "full", "large" or unset, not {MODE!r}')
+LARGE = MODE == "large"
+EVERY_POINT_RUNS = MODE in ("full", "large")
 TYPES = ("f64", "f32", "bf16")
 ARITH = {"f64": "f64", "f32": "f32", "bf16": "f32"}
 
@@ -277,12 +318,13 @@ class Oracle:
             kblock = point.get("kblock", "none")
             order = point.get("order", "IJ" if kblock == "none" else "IJK")
             # A tile or k-block no larger than its axes; one that does not divide an axis shifts its last
-            # tile back (or cuts its last k-block short), except along the axes whose block loops the k-block
-            # loop encloses: their running sums wait in the output, where a shifted tile would add twice.
+            # tile back (or cuts its last k-block short), except along J where the k-block loop encloses the
+            # J block loop: its running sums wait in the output, where a shifted tile would add twice (an I
+            # block loop there clamps its last tile's rows instead).
             inside = order[order.index("K") + 1 :] if kblock != "none" else ""
             if m > n.i or cols > n.j or (kblock != "none" and kblock > n.k):
                 found.add(3)
-            if ("I" in inside and n.i % m) or ("J" in inside and n.j % cols):
+            if "J" in inside and n.j % cols:
                 found.add(3)
             if lanes != 1 and (lanes not in widths or cols % lanes or (n.nt and not pack)):
                 found.add(4)
@@ -341,6 +383,94 @@ def points(nest: Nest, machine: Machine) -> Iterator[tuple[str, dict[str, Any]]]
 
 
 # --------------------------------------------------------------------------
+# The points that run: a covering set.
+
+
+def factors(point: dict[str, Any]) -> dict[str, str]:
+    """The value a point gives each factor of the covering set: the decisions, the tile's rows and
+    columns apart and the split's depth and workers apart; "-" where the point leaves a decision to
+    its default ("executor" for the split)."""
+    tile = point.get("tile")
+    split = point.get("split", "executor")
+    return {
+        "form": str(point.get("form", "-")),
+        "m_i": str(tile[0]) if tile else "-",
+        "n_j": str(tile[1]) if tile else "-",
+        "kblock": str(point.get("kblock", "-")),
+        "order": str(point.get("order", "-")),
+        "lanes": str(point.get("lanes", "-")),
+        "pack": str(point.get("pack", "-")),
+        "epilogue": str(point["epilogue"]),
+        "depth": str(split["depth"]) if isinstance(split, dict) else split,
+        "workers": str(split["workers"]) if isinstance(split, dict) else split,
+    }
+
+
+def features(point: dict[str, Any]) -> set[str]:
+    """What running `point` covers: each pair of its factors' values, and its (tile, k-block, order),
+    the triple that decides where a shifted last tile meets a k-block cut short."""
+    f = factors(point)
+    pairs = {f"{a}={f[a]}, {b}={f[b]}" for a, b in combinations(f, 2)}
+    return pairs | {f"tile=[{f['m_i']}, {f['n_j']}], kblock={f['kblock']}, order={f['order']}"}
+
+
+def accepted_points(nest: Nest, oracle: Oracle, machine: Machine) -> list[dict[str, Any]]:
+    """The points of the enumeration the oracle accepts."""
+    return [point for _, point in points(nest, machine) if not oracle.conditions(point)]
+
+
+def candidates(nest: Nest, oracle: Oracle, machine: Machine) -> list[dict[str, Any]]:
+    """The accepted points a covering set is chosen from: those of the enumeration, and each accepted
+    point of the space with each split stated on it (the enumeration states the split on tile
+    [1, 1] only; a covering set can afford it anywhere)."""
+    accepted = accepted_points(nest, oracle, machine)
+    with_split = [
+        {**point, "split": split}
+        for point in accepted
+        if "split" not in point
+        for split in splits(machine)
+        if not oracle.conditions({**point, "split": split})
+    ]
+    return accepted + with_split
+
+
+def covering(pool: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A subset of `pool` holding every feature (`features`) that some point of `pool` holds.
+
+    Greedy, deterministic: the next point is the first of those that add the most features not yet
+    held. Every pair of values of two factors that some accepted point combines is run, so every
+    value of every decision, every tile with every k-block and order, every lanes value with every
+    tile width and pack, every split with every order, and so on.
+    """
+    index: dict[str, int] = {}
+    masks = []
+    for point in pool:
+        mask = 0
+        for feature in sorted(features(point)):
+            mask |= 1 << index.setdefault(feature, len(index))
+        masks.append(mask)
+    left, chosen = (1 << len(index)) - 1, []
+    while left:
+        best = max(range(len(pool)), key=lambda i: (masks[i] & left).bit_count())
+        chosen.append(pool[best])
+        left &= ~masks[best]
+    return chosen
+
+
+@cache
+def run_points(nest: Nest, storage: str) -> tuple[dict[str, Any], ...]:
+    """The points run on both executors: a covering set of the accepted points, and with
+    `PRESK_LAYOUT_POINTS=full` or `large` every accepted point of the enumeration too."""
+    machine = target_machine()
+    oracle = Oracle(nest, storage, machine)
+    chosen = covering(candidates(nest, oracle, machine))
+    if EVERY_POINT_RUNS:
+        enumerated = accepted_points(nest, oracle, machine)
+        chosen = enumerated + [point for point in chosen if point not in enumerated]
+    return tuple(chosen)
+
+
+# --------------------------------------------------------------------------
 # Running a point.
 
 
@@ -370,13 +500,15 @@ def realized(source: str, storage: str, entry: str) -> tuple[ModuleOp, SiteOp, d
     return module, sites_of(module)[f"{entry}/%0"], sizes.resolve(module)
 
 
-def lowered(nest: Nest, storage: str, entry: str, layout: dict[str, Any] | None, machine: Machine) -> ModuleOp:
-    """`entry`'s kernels with its nest at `layout` (None: the default).
+def checked(nest: Nest, storage: str, entry: str, layout: dict[str, Any] | None, machine: Machine) -> ModuleOp:
+    """The program realized once, its nest `<entry>/%0` at `layout` (None: the default), checked.
 
     The layout is attached as `apply_plan` attaches a plan's (its first
     check, the nest's verifier with the epilogue's conditions, the defaults
     at the bound shapes), to that one nest of a program realized once, not
-    by realizing the whole program again at every point.
+    by realizing the whole program again at every point; then the plan's
+    second check, `psk-verify-layout` at launch, the one `HostLowering` runs
+    before it lowers the nest. A refusal raises E7002; nothing is lowered.
     """
     module, site, env = realized(nest.source, storage, entry)
     stated = layout or {}
@@ -388,6 +520,15 @@ def lowered(nest: Nest, storage: str, entry: str, layout: dict[str, Any] | None,
     except VerifyException as error:
         raise PreskError("E7002", str(error).removeprefix("E7002: ")) from None
     site.layout = site.layout.with_defaults(resolved_defaults(site, env))
+    if (found := launch_violation(site, env, machine)) is not None:
+        raise PreskError("E7002", found.message(site.site_name)[len("E7002: ") :])
+    return module
+
+
+def lowered(nest: Nest, storage: str, entry: str, layout: dict[str, Any] | None, machine: Machine) -> ModuleOp:
+    """`entry`'s kernels with its nest at `layout` (None: the default), through the checks
+    (`checked`), `psk-lower-kernel` and every layout pass."""
+    module = checked(nest, storage, entry, layout, machine)
     kernels = HostLowering(module, entry, machine).lower()
     apply_layouts(kernels, machine)
     return kernels
@@ -409,6 +550,7 @@ class Tally:
     total: int = 0
     accepted: int = 0
     refused: Counter[str] = field(default_factory=Counter)
+    run: int = 0
     interpreted: int = 0
     seconds: float = 0.0
 
@@ -422,28 +564,27 @@ def native() -> Iterator[NativeRunner]:
 TALLIES: dict[tuple[str, str], Tally] = {}
 
 
+def tally_of(nest: Nest, storage: str) -> Tally:
+    return TALLIES.setdefault((nest.name, storage), Tally())
+
+
 @pytest.mark.parametrize("storage", TYPES)
 @pytest.mark.parametrize("nest", NESTS, ids=[n.name for n in NESTS])
-def test_every_point_gives_the_defaults_bits(nest: Nest, storage: str, native: NativeRunner) -> None:
+def test_every_point_is_refused_exactly_where_the_oracle_says(nest: Nest, storage: str) -> None:
+    """Every point of the enumeration through the plan's checks (`checked`: the first check, the
+    verifier, `psk-verify-layout`): refused with E7002 iff the oracle finds a condition it breaks, and
+    for one of those conditions."""
     start = time.perf_counter()
     machine = target_machine()
     oracle = Oracle(nest, storage, machine)
-    interpreter = KernelInterpreter()
-    args = {entry: inputs(nest, entry) for entry in ("prod", "prod_add")}
-    want: dict[str, bytes] = {}
-    for entry in ("prod", "prod_add"):
-        module = lowered(nest, storage, entry, None, machine)
-        want[entry] = as_bytes(HostProgram(module, interpreter.runner)(args[entry]))
-        assert as_bytes(HostProgram(module, native)(args[entry])) == want[entry], f"{entry}: native ≠ interpreter at the default"
-    seen: dict[str, bytes] = {}
-    tally = Tally()
-    mismatches: list[str] = []
+    tally = tally_of(nest, storage)
+    tally.total, tally.accepted, tally.refused = 0, 0, Counter()
     for kind, point in points(nest, machine):
         tally.total += 1
         entry = "prod_add" if point["epilogue"] else "prod"
         expected = oracle.conditions(point)
         try:
-            module = lowered(nest, storage, entry, point, machine)
+            checked(nest, storage, entry, point, machine)
         except PreskError as error:
             message = str(error)
             assert error.code == "E7002", message
@@ -454,6 +595,37 @@ def test_every_point_gives_the_defaults_bits(nest: Nest, storage: str, native: N
             continue
         assert not expected, f"{kind} point {point}: accepted, the oracle refuses it (conditions {expected})"
         tally.accepted += 1
+    tally.seconds += time.perf_counter() - start
+    assert tally.accepted + sum(tally.refused.values()) == tally.total
+    assert tally.accepted == len(accepted_points(nest, oracle, machine))
+
+
+@pytest.mark.parametrize("storage", [pytest.param(t, marks=pytest.mark.target) if t == "f32" else t for t in TYPES])
+@pytest.mark.parametrize("nest", NESTS, ids=[n.name for n in NESTS])
+def test_the_run_points_give_the_defaults_bits(nest: Nest, storage: str, native: NativeRunner) -> None:
+    """The default on both executors, then every run point (`run_points`: a covering set of the
+    accepted points, or all of them) lowered through the real pipeline and run on the kernel
+    interpreter and natively: each output equals the default's, byte for byte."""
+    start = time.perf_counter()
+    machine = target_machine()
+    interpreter = KernelInterpreter()
+    args = {entry: inputs(nest, entry) for entry in ("prod", "prod_add")}
+    want: dict[str, bytes] = {}
+    for entry in ("prod", "prod_add"):
+        module = lowered(nest, storage, entry, None, machine)
+        want[entry] = as_bytes(HostProgram(module, interpreter.runner)(args[entry]))
+        assert as_bytes(HostProgram(module, native)(args[entry])) == want[entry], f"{entry}: native ≠ interpreter at the default"
+    seen: dict[str, bytes] = {}
+    tally = tally_of(nest, storage)
+    tally.run, tally.interpreted = 0, 0
+    mismatches: list[str] = []
+    for point in run_points(nest, storage):
+        entry = "prod_add" if point["epilogue"] else "prod"
+        try:
+            module = lowered(nest, storage, entry, point, machine)
+        except PreskError as error:
+            raise AssertionError(f"{point}: refused, the oracle accepts it: {error}") from None
+        tally.run += 1
         key = interpreter_key(module)
         if key not in seen:
             seen[key] = as_bytes(HostProgram(module, interpreter.runner)(args[entry]))
@@ -462,35 +634,45 @@ def test_every_point_gives_the_defaults_bits(nest: Nest, storage: str, native: N
             mismatches.append(f"interpreter, {point}")
         if as_bytes(HostProgram(module, native)(args[entry])) != want[entry]:
             mismatches.append(f"native, {point}")
-    tally.seconds = time.perf_counter() - start
-    TALLIES[(nest.name, storage)] = tally
-    refused = sum(tally.refused.values())
+    tally.seconds += time.perf_counter() - start
     print(
-        f"\n{nest.name} {storage}: {tally.total} points, {tally.accepted} accepted, {refused} refused "
-        f"(by condition: {dict(sorted(tally.refused.items()))}), {tally.interpreted} distinct programs interpreted, "
-        f"{tally.seconds:.1f} s"
+        f"\n{nest.name} {storage}: {tally.total} points, {tally.accepted} accepted, "
+        f"{sum(tally.refused.values())} refused (by condition: {dict(sorted(tally.refused.items()))}), "
+        f"{tally.run} run, {tally.interpreted} distinct programs interpreted, {tally.seconds:.1f} s"
     )
     assert not mismatches, f"{len(mismatches)} points differ from the default: {mismatches[:5]}"
-    assert tally.accepted + refused == tally.total
 
 
-def test_every_value_is_accepted_somewhere() -> None:
+@pytest.mark.parametrize("storage", TYPES)
+@pytest.mark.parametrize("nest", NESTS, ids=[n.name for n in NESTS])
+def test_the_run_points_hold_every_feature_of_the_accepted_points(nest: Nest, storage: str) -> None:
+    """What the covering set promises: every pair of factor values, and every (tile, k-block, order),
+    that some accepted point holds is held by a point that runs."""
+    machine = target_machine()
+    pool = candidates(nest, Oracle(nest, storage, machine), machine)
+    run = run_points(nest, storage)
+    held = set().union(*map(features, run))
+    assert set().union(*map(features, pool)) <= held
+    assert all(point in pool for point in run)
+    if EVERY_POINT_RUNS:
+        assert all(point in run for point in accepted_points(nest, Oracle(nest, storage, machine), machine))
+
+
+def test_every_value_runs_somewhere() -> None:
     """The shapes are chosen so that each decision's every value runs on some nest (in f32)."""
     machine = target_machine()
-    accepted: dict[str, set[str]] = {}
+    run: dict[str, set[str]] = {}
     for nest in NESTS:
-        oracle = Oracle(nest, "f32", machine)
-        for _, point in points(nest, machine):
-            if not oracle.conditions(point):
-                for name, value in point.items():
-                    accepted.setdefault(name, set()).add(repr(value))
-    assert {repr(t) for t in TILES} <= accepted["tile"]
-    assert {"'none'", "32", "128"} <= accepted["kblock"]
-    assert {repr(o) for _, o in KBLOCK_ORDERS} <= accepted["order"]
-    assert {"1", *map(str, machine.lane_widths("f32"))} <= accepted["lanes"]
-    assert {"True", "False"} <= accepted["pack"] and {"True", "False"} <= accepted["epilogue"]
-    assert {"'tiled'", "'row-wise'"} <= accepted["form"]
-    assert {repr(s) for s in splits(machine) if s == "none" or s["workers"] <= machine.workers()} <= accepted["split"]
+        for point in run_points(nest, "f32"):
+            for name, value in point.items():
+                run.setdefault(name, set()).add(repr(value))
+    assert {repr(t) for t in TILES} <= run["tile"]
+    assert {"'none'", "32", "128"} <= run["kblock"]
+    assert {repr(o) for _, o in KBLOCK_ORDERS} <= run["order"]
+    assert {"1", *map(str, machine.lane_widths("f32"))} <= run["lanes"]
+    assert {"True", "False"} <= run["pack"] and {"True", "False"} <= run["epilogue"]
+    assert {"'tiled'", "'row-wise'"} <= run["form"]
+    assert {repr(s) for s in splits(machine) if s == "none" or s["workers"] <= machine.workers()} <= run["split"]
 
 
 def test_stating_the_defaults_changes_no_kernel() -> None:
@@ -520,26 +702,28 @@ def test_native_translation_accepts_every_kernel_name(native: NativeRunner) -> N
 
 
 def test_point_counts() -> None:
-    """The counts of the run above, per nest and type: a table for the docs (printed with `-s`)."""
+    """The counts of the two tests above, per nest and type: a table for the docs (printed with `-s`)."""
     if not TALLIES:
-        pytest.skip("the every-point test did not run in this session")
+        pytest.skip("the every-point tests did not run in this session")
     shapes = {n.name: n for n in NESTS}
     lines = [
-        f"Layout points ({'large' if LARGE else 'CI'} shapes; workers p = {target_machine().workers()}):",
+        f"Layout points ({'large' if LARGE else 'small'} shapes, {'every accepted point' if EVERY_POINT_RUNS else 'a covering set'} "
+        f"run; workers p = {target_machine().workers()}):",
         "",
-        "| nest | outer | I | J | K | type | points | accepted | refused | refused by condition | programs interpreted | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| nest | outer | I | J | K | type | points | accepted | refused | refused by condition | run | programs interpreted | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (name, storage), t in TALLIES.items():
         n = shapes[name]
         by = ", ".join(f"{c}: {k}" for c, k in sorted(t.refused.items()))
         lines.append(
             f"| {name} | {list(n.outer)} | {n.i} | {n.j} | {n.k} | {storage} | {t.total} | {t.accepted} | "
-            f"{sum(t.refused.values())} | {by} | {t.interpreted} | {t.seconds:.1f} |"
+            f"{sum(t.refused.values())} | {by} | {t.run} | {t.interpreted} | {t.seconds:.1f} |"
         )
     total = sum(t.total for t in TALLIES.values())
     accepted = sum(t.accepted for t in TALLIES.values())
-    lines.append(f"| all | | | | | | {total} | {accepted} | {total - accepted} | | | |")
+    run = sum(t.run for t in TALLIES.values())
+    lines.append(f"| all | | | | | | {total} | {accepted} | {total - accepted} | | {run} | | |")
     print("\n" + "\n".join(lines))
 
 
