@@ -119,6 +119,7 @@ def bits(a: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- IR shape
 
 
+@pytest.mark.target
 def test_ir_follows_the_abi_and_carries_the_target(runner: NativeRunner) -> None:
     _, kernels = lowered("loss", "f32")
     ir = translate_kernel(kernels["add"], target_machine())
@@ -538,6 +539,7 @@ def test_default_split_runs_big_kernels_on_the_pool(runner: NativeRunner, monkey
 # --------------------------------------------------------------------------- vectorisation
 
 
+@pytest.mark.target
 def test_f32_elementwise_and_tiled_contraction_are_vectorised(engine: JitEngine) -> None:
     _, kernels = lowered("loss", "f32")
     wide = "zmm" if target_machine().vector_bits >= 512 else "ymm"

@@ -31,6 +31,8 @@ from presk.passes.kernel_layout import LAYOUT
 from presk.plans import plan_from_options
 from targets import WIDEST, lowering_for
 
+pytestmark = pytest.mark.target
+
 ROOT = Path(__file__).resolve().parents[2]
 PLANS = ROOT / "tests" / "plan"
 

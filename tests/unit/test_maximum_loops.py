@@ -29,6 +29,8 @@ from presk.lowering.llvm.maximum_loops import ACCUMULATORS
 from presk.lowering.llvm.translator import translate_kernel
 from presk.plans import parse_plan
 
+pytestmark = pytest.mark.target
+
 PROGRAM = """
 !X = !psk_core.tensor<[r: R, c: C]>
 !M = !psk_core.tensor<[r: R]>

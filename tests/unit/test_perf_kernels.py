@@ -140,6 +140,7 @@ def serial_loops(kernel: pk.KernelOp) -> list[scf.ForOp]:
     return [op for op in kernel.walk() if isinstance(op, scf.ForOp) and op.iter_args]
 
 
+@pytest.mark.target
 def test_running_sums_vectorised_where_expected() -> None:
     machine = target_machine()
     if machine.vector_bits < 256:
@@ -163,6 +164,7 @@ def test_running_sums_vectorised_where_expected() -> None:
     assert ".sums.body" not in plain
 
 
+@pytest.mark.target
 def test_mean_rows_vectorised() -> None:
     machine = target_machine()
     module = program("bench/programs/layernorm.mlir")

@@ -199,6 +199,7 @@ def test_every_plan_in_tests_plan_has_a_program() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(PLAN_PROGRAMS))
+@pytest.mark.target
 def test_every_plan_passes_the_first_check(name: str) -> None:
     path, bindings = PLAN_PROGRAMS[name]
     status, out, err = run_presk("dump", str(ROOT / path), "--stage", "realize",

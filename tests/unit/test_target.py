@@ -26,6 +26,8 @@ from presk.target import (
     target_named,
 )
 
+pytestmark = pytest.mark.target
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -134,6 +134,7 @@ def test_a_tile_or_kblock_that_does_not_divide_gives_the_defaults_bits(
 
 
 @pytest.mark.parametrize("storage", ("f64", "f32"))
+@pytest.mark.target
 def test_every_register_width_of_the_target_runs_a_shifted_tile(storage: str, native: NativeRunner) -> None:
     """Each of the target's widths for the type loads and stores the shifted tile's columns from column 76."""
     machine = target_machine()

@@ -69,6 +69,7 @@ def test_scale_kernel_runs_its_range(engine: JitEngine) -> None:
     assert kernel.function is kernel.function
 
 
+@pytest.mark.target
 def test_vector_kernel_uses_the_widest_registers(engine: JitEngine) -> None:
     rng = np.random.default_rng(0)
     a, b, out = (rng.standard_normal(64, dtype=np.float32) for _ in range(3))

@@ -11,6 +11,8 @@ from presk.jit.engine import initialize_llvm
 from presk.target import Machine, host_machine, target_machine
 from presk.diagnostics import PreskError
 
+pytestmark = pytest.mark.target
+
 
 @pytest.fixture(autouse=True)
 def _no_thread_override(monkeypatch: pytest.MonkeyPatch) -> None:
