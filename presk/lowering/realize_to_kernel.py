@@ -74,6 +74,7 @@ from presk.dialects.psk_core_types import (
     RecordType,
     TensorType,
     TupleType,
+    leaves,
 )
 from presk.dialects.psk_kernel_structured import STRUCTURED_OPS, ContractOp
 from presk.dialects.psk_kernel_structured import SoftmaxOp as StructuredSoftmaxOp
@@ -129,14 +130,6 @@ def leaf_at(tree: Tree, path: tuple[Any, ...]) -> Leaf:
     return tree
 
 
-def type_paths(t: Attribute) -> list[tuple[tuple[Any, ...], Attribute]]:
-    if isinstance(t, RecordType):
-        return [((n, *p), leaf) for n, ft in t.fields for p, leaf in type_paths(ft)]
-    if isinstance(t, TupleType):
-        return [((i, *p), leaf) for i, et in enumerate(t.element_types.data) for p, leaf in type_paths(et)]
-    return [((), t)]
-
-
 def build_tree(t: Attribute, make: Any, path: tuple[Any, ...] = ()) -> Tree:
     if isinstance(t, RecordType):
         return {n: build_tree(ft, make, (*path, n)) for n, ft in t.fields}
@@ -166,7 +159,7 @@ class HostLowering:
         arg_types: list[MemRefType] = []
         for i, t in enumerate(ft.inputs.data):
             name = self.entry.args[i].name_hint or str(i)
-            for path, leaf in type_paths(t):
+            for path, leaf in leaves(t):
                 arg_paths.append(".".join([name, *map(str, path)]))
                 arg_types.append(buffer_type(leaf, self.default))
         host = kernel.HostOp(self.entry.sym_name.data, arg_types, [], argument_paths=arg_paths)
