@@ -46,23 +46,24 @@ class BreaksTypes(ModulePass):
         function.function_type = func.FunctionType.from_lists([function.function_type.inputs.data[0]], [i64])
 
 
-def _run(tmp_path: Path, pass_: ModulePass, *flags: str) -> int:
+def run_pass(tmp_path: Path, text: str, pass_: ModulePass, *flags: str) -> int:
+    """presk-opt on `text` (written to p.mlir) with `pass_` as its pipeline; its exit code."""
     source = tmp_path / "p.mlir"
-    source.write_text(PROGRAM)
+    source.write_text(text)
     driver = PreskOptMain(args=[str(source), *flags])
     driver.passes = (pass_,)
     return driver.run()
 
 
 def test_pass_failure_is_e3003(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(tmp_path, GivesUp()) == 1
+    assert run_pass(tmp_path, PROGRAM, GivesUp()) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.strip() == f"{tmp_path / 'p.mlir'}: error: E3003: pass 'gives-up' failed: nothing to do here"
 
 
 def test_pass_error_at_an_op_gets_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(tmp_path, RefusesAddi()) == 1
+    assert run_pass(tmp_path, PROGRAM, RefusesAddi()) == 1
     assert capsys.readouterr().err.splitlines() == [
         f"{tmp_path / 'p.mlir'}:2:3: error: E7002: cannot handle this addition",
         "  %0 = arith.addi %a, %a : i32",
@@ -71,7 +72,7 @@ def test_pass_error_at_an_op_gets_its_line(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_invalid_ir_after_a_pass_names_the_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(tmp_path, BreaksTypes()) == 1
+    assert run_pass(tmp_path, PROGRAM, BreaksTypes()) == 1
     err = capsys.readouterr().err
     assert "error: E2001: " in err
     assert "note: the IR does not verify after pass 'breaks-types'" in err

@@ -19,8 +19,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from presk.cli.opt import PreskOptMain
 from presk.ir.locations import error_at
+from test_opt_passes import run_pass
 
 PROGRAM = "func.func @f(%a: i32) -> i32 {\n  func.return %a : i32\n}\n"
 EXPLICIT = "builtin.module {\n" + PROGRAM + "}\n"
@@ -52,16 +52,8 @@ class RaisesVerify(ModulePass):
         raise VerifyException("the module has no entry")
 
 
-def _run(tmp_path: Path, text: str, pass_: ModulePass, *flags: str) -> int:
-    source = tmp_path / "p.mlir"
-    source.write_text(text)
-    driver = PreskOptMain(args=[str(source), *flags])
-    driver.passes = (pass_,)
-    return driver.run()
-
-
 def test_a_module_error_names_the_file_and_the_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(tmp_path, PROGRAM, RefusesModule()) == 1
+    assert run_pass(tmp_path, PROGRAM, RefusesModule()) == 1
     assert capsys.readouterr().err.strip() == (
         f"{tmp_path / 'p.mlir'}: error: E3003: pass 'refuses-module' failed: nothing to fold in this module"
     )
@@ -69,38 +61,38 @@ def test_a_module_error_names_the_file_and_the_pass(tmp_path: Path, capsys: pyte
 
 def test_expected_error_at_unknown_matches_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = "// expected-error @unknown {{E3003: pass 'refuses-module' failed: nothing to fold}}\n" + PROGRAM
-    assert _run(tmp_path, text, RefusesModule(), "--verify-diagnostics") == 0
+    assert run_pass(tmp_path, text, RefusesModule(), "--verify-diagnostics") == 0
     assert capsys.readouterr() == ("", "")
 
 
 def test_expected_error_on_a_line_does_not_match_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = PROGRAM.replace("{\n", "{  // expected-error {{E3003: pass 'refuses-module' failed}}\n", 1)
-    assert _run(tmp_path, text, RefusesModule(), "--verify-diagnostics") == 1
+    assert run_pass(tmp_path, text, RefusesModule(), "--verify-diagnostics") == 1
     err = capsys.readouterr().err
     assert "unexpected error: E3003: pass 'refuses-module' failed" in err
     assert "was not produced" in err
 
 
 def test_an_explicit_module_places_it_at_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(tmp_path, EXPLICIT, RefusesModule()) == 1
+    assert run_pass(tmp_path, EXPLICIT, RefusesModule()) == 1
     assert capsys.readouterr().err.splitlines() == [
         f"{tmp_path / 'p.mlir'}:1:1: error: E3003: nothing to fold in this module",
         "builtin.module {",
         "^",
     ]
     text = EXPLICIT.replace("builtin.module {", "builtin.module {  // expected-error {{E3003: nothing to fold}}")
-    assert _run(tmp_path, text, RefusesModule(), "--verify-diagnostics") == 0
+    assert run_pass(tmp_path, text, RefusesModule(), "--verify-diagnostics") == 0
 
 
 def test_the_pass_is_not_named_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(tmp_path, PROGRAM, NamesItself()) == 1
+    assert run_pass(tmp_path, PROGRAM, NamesItself()) == 1
     assert capsys.readouterr().err.strip().endswith(
         "error: E3002: pass 'names-itself' failed: level is between 1 and 3"
     )
 
 
 def test_a_verify_exception_reads_the_same_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(tmp_path, PROGRAM, RaisesVerify()) == 1
+    assert run_pass(tmp_path, PROGRAM, RaisesVerify()) == 1
     assert capsys.readouterr().err.strip() == (
         f"{tmp_path / 'p.mlir'}: error: E2001: pass 'raises-verify' failed: the module has no entry"
     )
