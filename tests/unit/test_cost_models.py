@@ -1,0 +1,133 @@
+"""The two cost models on hand-computed terms: each combine form, the load terms, the roofline to the bit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from presk.cost.models import Constants, Form, explain, predict_many
+from presk.cost.profile import Profile, predict
+from presk.cost.terms import KernelTerms
+from presk.diagnostics import PreskError
+
+# One worker's terms chosen so that every term is a round time with the constants below:
+# work W/π = 6/3 = 2, loads (N_ld+S)/ρ = (0.75+0.25)/1 = 1, L2 1/2 = 0.5,
+# L3 p·Q_L3/β = 2·3/4 = 1.5, memory p·Q_mem/β = 2·0.5/4 = 0.25; λ = 0.125, spawn = 0.5.
+TERMS = KernelTerms(work=6.0, bytes=40.0, loads=0.75, spill=0.25, q_l2=1.0, q_l3=3.0, q_mem=0.5, workers=2, lanes=8, dtype="f32")
+GROUP = "f32/l8/p2"
+
+
+def layout(form: Form, **extra: float) -> Constants:
+    values = {"lambda": 0.125, "spawn": 0.5, "beta_l2": 2.0, "beta_l3": 4.0, "beta_mem": 4.0,
+              f"pi[{GROUP}]": 3.0, f"rho[{GROUP}]": 1.0, "rho": 1.0, **extra}  # fmt: skip
+    return Constants("layout", values, form)
+
+
+@pytest.mark.parametrize(
+    ("form", "expected"),
+    [
+        (Form("group", "max"), 0.125 + 0.5 + 2.0),
+        # max(work 2, loads 1) + max(l2 0.5, l3 1.5, mem 0.25)
+        (Form("group", "sum"), 0.125 + 0.5 + 2.0 + 1.5),
+        # sqrt(4 + 1 + 0.25 + 2.25 + 0.0625) = sqrt(7.5625) = 2.75
+        (Form("group", "pnorm", 2.0), 0.125 + 0.5 + 2.75),
+        # (8 + 1 + 0.125 + 3.375 + 0.015625)^(1/3) = 12.515625^(1/3)
+        (Form("machine", "pnorm", 3.0), 0.125 + 0.5 + 12.515625 ** (1 / 3)),
+        # no load term: work is (W+S)/π = 6.25/3; l3 1.5 then binds the sum's second part
+        (Form("none", "max"), 0.125 + 0.5 + 6.25 / 3),
+        (Form("none", "sum"), 0.125 + 0.5 + 6.25 / 3 + 1.5),
+    ],
+)
+def test_each_combine_form_on_hand_computed_terms(form: Form, expected: float) -> None:
+    assert predict_many(layout(form), [TERMS])[0] == pytest.approx(expected, rel=1e-14)
+
+
+def test_machine_load_term_reads_the_one_rho_not_the_groups() -> None:
+    constants = layout(Form("machine", "max"), rho=0.25, **{f"rho[{GROUP}]": 1000.0})
+    # loads now (0.75 + 0.25)/0.25 = 4 bind
+    assert predict_many(constants, [TERMS])[0] == 0.125 + 0.5 + 4.0
+
+
+def test_spawn_only_when_split() -> None:
+    single = KernelTerms(6.0, 40.0, 0.75, 0.25, 1.0, 3.0, 0.5, workers=1, lanes=8, dtype="f32")
+    constants = Constants("layout", {"lambda": 0.125, "spawn": 0.5, "beta_l2": 2.0, "beta_l3": 4.0, "beta_mem": 4.0,
+                                     "pi[f32/l8/p1]": 3.0, "rho[f32/l8/p1]": 1.0}, Form("group", "max"))  # fmt: skip
+    # p = 1: L3 and memory bytes are not multiplied; work 2 binds, no spawn
+    assert predict_many(constants, [single])[0] == 0.125 + 2.0
+
+
+def test_many_samples_at_once_match_one_by_one() -> None:
+    rng = np.random.default_rng(1)
+    terms = [
+        KernelTerms(*(float(v) for v in rng.uniform(0, 10, 7)), workers=2, lanes=8, dtype="f32")  # type: ignore[misc]
+        for _ in range(50)
+    ]
+    constants = layout(Form("group", "pnorm", 2.5))
+    many = predict_many(constants, terms)
+    assert [float(v) for v in many] == [float(predict_many(constants, [t])[0]) for t in terms]
+
+
+def test_roofline_only_profile_is_the_roofline_formula_to_the_bit() -> None:
+    lam, beta, pi64, pi32 = 3.7e-6, 1.7e10, 2.3e9, 7.9e9
+    roofline = Constants("roofline", {"lambda": lam, "beta": beta, "pi[f64/l4]": pi64, "pi[f32/l8]": pi32})
+    profile = Profile("m", None, roofline=roofline)
+    cases = [
+        KernelTerms(1.234567e7, 9.87e5, 1.0, 0.0, 0.0, 0.0, 0.0, workers=1, lanes=4, dtype="f64"),  # compute-bound
+        KernelTerms(3.3e5, 7.77e7, 1.0, 0.0, 0.0, 0.0, 0.0, workers=2, lanes=4, dtype="f64"),  # memory-bound, split
+        KernelTerms(5.5e8, 1.1e6, 1.0, 0.0, 0.0, 0.0, 0.0, workers=1, lanes=8, dtype="f32"),
+        KernelTerms(0.0, 3.0e3, 0.0, 0.0, 0.0, 0.0, 0.0, workers=1, lanes=8, dtype="f32"),
+    ]
+    by_hand = [
+        lam + max(1.234567e7 / pi64, 9.87e5 / beta),
+        lam + max(3.3e5 / pi64, 7.77e7 / beta),
+        lam + max(5.5e8 / pi32, 1.1e6 / beta),
+        lam + max(0.0 / pi32, 3.0e3 / beta),
+    ]
+    assert [predict(profile, t) for t in cases] == by_hand
+    assert [float(v) for v in predict_many(roofline, cases)] == by_hand
+
+
+def test_a_group_without_constants_is_refused_by_name() -> None:
+    other = KernelTerms(6.0, 40.0, 0.75, 0.25, 1.0, 3.0, 0.5, workers=2, lanes=16, dtype="bf16")
+    with pytest.raises(PreskError) as caught:
+        predict_many(layout(Form("group", "max")), [other])
+    assert caught.value.code == "E8001"
+    assert "'bf16/l16/p2'" in caught.value.message and GROUP in caught.value.message
+    roofline = Constants("roofline", {"lambda": 0.0, "beta": 1.0, "pi[f64/l1]": 1.0})
+    with pytest.raises(PreskError, match="'bf16/l16'"):
+        predict_many(roofline, [other])
+
+
+def test_a_profile_without_constants_cannot_predict() -> None:
+    with pytest.raises(PreskError, match="no fitted constants"):
+        predict(Profile("m", None), TERMS)
+
+
+def test_an_unidentified_rate_without_data_drops_its_term() -> None:
+    values = {"lambda": 0.125, "spawn": 0.5, "beta_l2": 2.0, "beta_l3": 4.0, "beta_mem": math.inf,
+              f"pi[{GROUP}]": 3.0, f"rho[{GROUP}]": 1.0}  # fmt: skip
+    constants = Constants("layout", values, Form("group", "pnorm", 2.0), frozenset({"beta_mem"}))
+    # sqrt(4 + 1 + 0.25 + 2.25) = sqrt(7.5)
+    assert predict_many(constants, [TERMS])[0] == pytest.approx(0.625 + math.sqrt(7.5), rel=1e-14)
+
+
+def test_explain_names_the_binding_term() -> None:
+    parts = explain(layout(Form("group", "sum")), TERMS)
+    assert parts.terms == {"work": 2.0, "loads": 1.0, "l2": 0.5, "l3": 1.5, "mem": 0.25}
+    assert (parts.lam, parts.spawn, parts.combined, parts.seconds) == (0.125, 0.5, 3.5, 4.125)
+    assert parts.binding == "work"
+    memory = KernelTerms(6.0, 40.0, 0.75, 0.25, 1.0, 3.0, 50.0, workers=2, lanes=8, dtype="f32")
+    assert explain(layout(Form("group", "max")), memory).binding == "mem"  # 2·50/4 = 25
+
+
+def test_forms_are_checked() -> None:
+    with pytest.raises(PreskError, match="unknown load term 'groups'"):
+        Form("groups", "max")
+    with pytest.raises(PreskError, match="unknown combine 'mean'"):
+        Form("group", "mean")
+    with pytest.raises(PreskError, match="at least 1"):
+        Form("group", "pnorm", 0.5)
+    with pytest.raises(PreskError, match="q was never fitted"):
+        predict_many(layout(Form("group", "pnorm")), [TERMS])
