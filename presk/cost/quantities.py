@@ -1,0 +1,559 @@
+"""The quantities of one kernel for one worker: work, bytes, loads, spills and the traffic of each cache level.
+
+`kernel_terms(kernel, desc, workers, rules)` reads a PSK-Kernel kernel whose
+buffers have static shapes and returns its `KernelTerms` (`presk.cost.terms`)
+for one worker's share: the split loop (`presk.analysis.split_loop`) cut to
+⌈trip / workers⌉ iterations. A kernel without a split loop runs on one
+worker whatever `workers` says, and its terms say `workers = 1`.
+
+One walk over the kernel's ops builds a tree of its loops (trip counts at
+the worker's share), each holding its own work, loads and accesses (with
+their index expressions, `presk.cost.footprints`); every term is then read
+off that tree, and footprints are cached per (loop, scope, buffer), since
+the three cache levels ask for the same ones; accesses that differ only by
+constants (a register tile's) are one family whose box is computed once.
+Measured on the 2-core Xeon (AVX-512) while other jobs shared it (load
+about 2.4), one analysis of a GEMM kernel at N = 1024 takes: tile [4, 32]
+in 16 lanes, k-block 128, packed (five loops, 14 accesses), 0.75 ms with no
+rule and 0.8 ms with all three; the scalar [1, 1] tile 0.4 ms; [6, 16] in
+8 lanes 0.9 ms; the largest tile in one lane, [8, 32] (256 running sums,
+296 accesses), 4.5–5 ms. Every kernel of the course GPT's three entries in
+f64, f32 and bf16 takes under 3 ms (its softmax, 24 loops, the slowest).
+
+The choices the specification leaves open, as made here:
+
+* **Work.** Floating-point arithmetic weighs 1 per lane: `arith` add, sub,
+  mul, div, neg, maximum/minimum, `math.absf`, `math.sqrt` (a square root
+  is algebraic, one instruction on x86, not a transcendental), and a
+  compare or select whose operands or result are floats; `math.fma` and
+  `vector.fma` weigh 2; `math.exp`, `log`, `tanh`, `erf` (and the other
+  transcendental `math` ops) weigh 8. Everything on indices and integers,
+  constants, every cast (`extf`, `truncf`: bf16's rounding included),
+  loads, stores, and the vector ops that only move lanes (`broadcast`,
+  `extract`, `insert`, `shuffle`, any `vector` op but `fma` and
+  `reduction`) weigh 0. A `vector.reduction` weighs its operand's lanes.
+  Under the rule `overhead`, each executed iteration of each loop adds 1.
+* **Bytes (Q).** Every buffer the kernel loads from or stores to, once
+  (a buffer both read and written counts once), whole: elements × element
+  size. For a worker's share, each buffer is scaled by the fraction of its
+  elements the worker touches (its footprint over the kernel at the
+  worker's trip counts over the footprint at the full ones), so a buffer
+  the split loop indexes counts ⌈trip / p⌉ / trip of itself and one it does
+  not index counts whole; with one worker, Q is exactly the whole buffers.
+* **Loads.** `memref.load`, `memref.store`, `vector.load`, `vector.store`:
+  each once per execution whatever its lanes (a `vector.broadcast` of a
+  loaded scalar is part of its load and counts 0).
+* **Index expressions.** Affine in the loop counters through `addi`,
+  `subi`, `muli` by a constant, integer casts and clamps against a constant;
+  anything else is opaque and taken conservatively (`presk.cost.footprints`).
+* **Spill.** Among the innermost loops (no loop inside), the one with the
+  most executed iterations (ties: the one with the most live values); its
+  live values are its float and vector iter_args, each loaded float or
+  vector value used in its body (a loaded scalar whose uses are all
+  broadcasts counts as its broadcasts, one each; with another use it counts
+  once more), and each float or vector value defined outside the loop and
+  used inside it. S = 2 × max(0, live − vector registers) × that loop's
+  executed iterations.
+* **Traffic.** A loop (all its iterations) whose footprint fits a level's
+  capacity is brought once per execution of the loop; otherwise one of its
+  iterations (its own accesses and every loop inside it) is tried: if that
+  fits, it is brought once per iteration, and otherwise the loop's own
+  accesses are brought once per iteration and each loop inside is looked at
+  the same way. The kernel's body is the outermost such "loop", of one
+  iteration. Without the rule `shared` each buffer takes this walk apart;
+  with it, all buffers take it together (a loop fits when their footprints,
+  summed, fit). Under `lines` or `shared`, a loop that does not fit while one
+  of its iterations does brings once what consecutive iterations share:
+  the first iteration, then what each next one adds, which for footprints
+  that are boxes sums to the footprint of the whole loop; so that loop
+  brings its own footprint once per execution.
+  Q_L2 is this traffic against L1's capacity, Q_L3 against L2's, Q_mem
+  against L3's. A level shared by several CPUs (`shared_by`) gives each
+  worker `size / min(workers, shared_by)`; a level the description lacks
+  holds what the next inner one holds (a missing L1 holds nothing, so
+  every access is brought each time it executes). The traffic is the
+  worker's own (the models multiply the shared levels' by p).
+* **Lanes, dtype.** The widest vector of the kernel (1: scalar); the element
+  type of the first buffer the kernel stores to (its output), as `f64`,
+  `f32` or `bf16` (an integer output, a mask or an index range, gives its
+  type's name, `i64`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    VectorType,
+)
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+
+from presk.analysis import constant_int, split_loop, trip_count
+from presk.cost.footprints import Access, Affine, Family, Index, Opaque, families, footprint_bytes
+from presk.cost.terms import RULES, KernelTerms, MachineDesc
+from presk.dialects.psk_kernel import KernelOp
+
+__all__ = ["kernel_terms"]
+
+_FLOATS = frozenset({BFloat16Type, Float16Type, Float32Type, Float64Type})
+_LOADS = frozenset({"memref.load", "vector.load"})
+_STORES = frozenset({"memref.store", "vector.store"})
+_FMA = frozenset({"math.fma", "vector.fma"})
+_TRANSCENDENTAL = frozenset({
+    "math.exp", "math.exp2", "math.expm1", "math.log", "math.log2", "math.log10", "math.log1p", "math.tanh",
+    "math.erf", "math.erfc", "math.sin", "math.cos", "math.tan", "math.atan", "math.atan2", "math.powf",
+    "math.fpowi", "math.cbrt", "math.rsqrt",
+})  # fmt: skip
+_FREE = frozenset({
+    "arith.constant", "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui",
+    "arith.bitcast", "arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci",
+})  # fmt: skip
+"""Ops that compute nothing the work counts: constants and casts."""
+_VECTOR_ARITHMETIC = frozenset({"vector.fma", "vector.reduction"})
+"""The `vector` ops that compute (the others move lanes)."""
+_INTEGER = frozenset({
+    "arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.divui", "arith.ceildivsi", "arith.floordivsi",
+    "arith.remsi", "arith.remui", "arith.minsi", "arith.maxsi", "arith.minui", "arith.maxui", "arith.cmpi",
+    "arith.andi", "arith.ori", "arith.xori", "arith.shli", "arith.shrsi", "arith.shrui",
+})  # fmt: skip
+"""Integer and index arithmetic: weight 0, known without looking at the types."""
+_PASS_THROUGH = frozenset({"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci"})
+_CLAMPS = frozenset({"arith.minsi", "arith.maxsi", "arith.minui", "arith.maxui"})
+TRANSCENDENTAL_WEIGHT = 8
+_ROOT = 0
+"""The loop id of the kernel's body, a loop of one iteration with no counter."""
+
+
+def _is_float(t: Attribute) -> bool:
+    kind = type(t)
+    return kind in _FLOATS or (kind is VectorType and type(t.element_type) in _FLOATS)  # type: ignore[attr-defined]
+
+
+def _lanes(t: Attribute) -> int:
+    if type(t) is VectorType:
+        count = 1
+        for n in t.get_shape():
+            count *= n
+        return count
+    return 1
+
+
+def _element_bytes(t: Attribute) -> int:
+    if isinstance(t, (BFloat16Type, Float16Type)):
+        return 2
+    if isinstance(t, Float32Type):
+        return 4
+    if isinstance(t, IntegerType):
+        return max(1, t.width.data // 8)
+    return 8  # f64, index
+
+
+def _dtype_name(t: Attribute) -> str:
+    if isinstance(t, BFloat16Type):
+        return "bf16"
+    if isinstance(t, Float32Type):
+        return "f32"
+    if isinstance(t, Float64Type):
+        return "f64"
+    return str(t)
+
+
+def _op_weight(op: Operation) -> int:
+    """The work of one execution of `op`: its weight times its lanes (0 for anything not float arithmetic)."""
+    name = op.name
+    if name in _INTEGER or name in _FREE or name in _LOADS or name in _STORES:
+        return 0
+    dialect = name.split(".", 1)[0]
+    if dialect not in ("arith", "math") and name not in _VECTOR_ARITHMETIC:
+        return 0
+    # The result says it (a select's first operand is its condition), or the last operand (a compare's result
+    # is i1, a reduction's is scalar).
+    result = op.results[0].type if op.results else None
+    operand = op.operands[-1].type if op.operands else None
+    if not (result is not None and _is_float(result)) and not (operand is not None and _is_float(operand)):
+        return 0
+    lanes = max(_lanes(result) if result is not None else 1, _lanes(operand) if operand is not None else 1)
+    if name in _FMA:
+        return 2 * lanes
+    if name in _TRANSCENDENTAL:
+        return TRANSCENDENTAL_WEIGHT * lanes
+    return lanes
+
+
+@dataclass(eq=False)
+class _Loop:
+    """A loop of the kernel (or its body, the root), with what executes directly in its body."""
+
+    id: int
+    trip: int
+    full_trip: int
+    parent: _Loop | None
+    op: scf.ForOp | None
+    children: list[_Loop] = field(default_factory=list)
+    accesses: list[Access] = field(default_factory=list)
+    work: int = 0
+    loads: int = 0
+    enclosing: tuple[int, ...] = ()
+    """Ids of this loop and the loops around it, outermost first (not the root)."""
+    subtree: frozenset[int] = frozenset()
+    """Ids of this loop and every loop inside it."""
+    inside: dict[int, list[Family]] = field(default_factory=dict)
+    """Per buffer, the access families in this loop's body and in every loop inside it."""
+    direct: dict[int, list[Family]] = field(default_factory=dict)
+    """Per buffer, the access families in this loop's own body."""
+
+
+class _Walk:
+    """One pass over the kernel: the loop tree, the index expressions, the work and loads per loop."""
+
+    def __init__(self, kernel: KernelOp, workers: int) -> None:
+        self.args = list(kernel.body.block.args)
+        self.arg_index = {arg: i for i, arg in enumerate(self.args)}
+        self.split = split_loop(kernel)
+        self.workers = workers if self.split is not None else 1
+        self.loops: list[_Loop] = []
+        self.indices: dict[SSAValue, Index] = {}
+        self.lanes = 1
+        self.written: list[int] = []
+        root = self._new_loop(None, None, 1, 1)
+        self._block(kernel.body.block, root)
+        self._finish(root)
+        self.root = root
+
+    def _new_loop(self, parent: _Loop | None, op: scf.ForOp | None, trip: int, full_trip: int) -> _Loop:
+        loop = _Loop(len(self.loops), trip, full_trip, parent, op)
+        self.loops.append(loop)
+        if parent is not None:
+            parent.children.append(loop)
+            loop.enclosing = (*parent.enclosing, loop.id)
+        return loop
+
+    def _block(self, block: Block, loop: _Loop) -> None:
+        for op in block.ops:
+            for result in op.results:
+                if isinstance(result.type, VectorType):
+                    self.lanes = max(self.lanes, _lanes(result.type))
+            if isinstance(op, scf.ForOp):
+                self._for(op, loop)
+                continue
+            name = op.name
+            if name in _LOADS:
+                self._access(op, loop, op.operands[0], op.operands[1:], op.results[0].type)
+            elif name in _STORES:
+                self._access(op, loop, op.operands[1], op.operands[2:], op.operands[0].type)
+            else:
+                loop.work += _op_weight(op)
+            for region in op.regions:
+                for inner in region.blocks:
+                    self._block(inner, loop)
+
+    def _for(self, op: scf.ForOp, parent: _Loop) -> None:
+        full = trip_count(op)
+        counter: Index
+        if full is None:  # not in PSK-Kernel (bounds are constants): run the body once, its counter unknown
+            inner = self._new_loop(parent, op, 1, 1)
+            counter = Opaque(frozenset({inner.id}), id(op))
+        else:
+            trip = -(-full // self.workers) if op is self.split else full
+            inner = self._new_loop(parent, op, trip, full)
+            lb, step = constant_int(op.lb), constant_int(op.step)
+            assert lb is not None and step is not None
+            counter = Affine(lb, ((inner.id, step),) if step else ())
+        args = op.body.block.args
+        self.indices[args[0]] = counter
+        for arg in args[1:]:
+            if not _is_float(arg.type):
+                self.indices[arg] = Opaque(frozenset({inner.id}), id(arg))
+        self._block(op.body.block, inner)
+
+    def _access(
+        self, op: Operation, loop: _Loop, base: SSAValue, indices: Iterable[SSAValue], value: Attribute
+    ) -> None:
+        loop.loads += 1
+        buffer = self.arg_index.get(base)
+        if buffer is None:  # a buffer the kernel does not take (none in PSK-Kernel): no traffic known
+            return
+        if op.name in _STORES and buffer not in self.written:
+            self.written.append(buffer)
+        access = Access(buffer, tuple(self._index(v) for v in indices), _lanes(value), loop.enclosing)
+        loop.accesses.append(access)
+        if op.name in _LOADS and not _is_float(value):  # a loaded index (a gather): opaque, moves with its loads
+            deps = frozenset().union(*(ix.loops() for ix in access.indices))
+            self.indices[op.results[0]] = Opaque(deps, id(op.results[0]))
+
+    def _index(self, value: SSAValue) -> Index:
+        known = self.indices.get(value)
+        if known is not None:
+            return known
+        index = self._compute_index(value)
+        self.indices[value] = index
+        return index
+
+    def _compute_index(self, value: SSAValue) -> Index:
+        owner = value.owner
+        if isinstance(owner, Block) or isinstance(value, BlockArgument):
+            return Opaque(frozenset(), id(value))
+        assert isinstance(owner, Operation)
+        name = owner.name
+        if name == "arith.constant":
+            constant = constant_int(value)
+            if constant is not None:
+                return Affine(constant)
+        operands = [self._index(v) for v in owner.operands if isinstance(v.type, (IndexType, IntegerType))]
+        if len(operands) == len(owner.operands):
+            affine = _affine_of(name, operands)
+            if affine is not None:
+                return affine
+        deps = frozenset().union(*(ix.loops() for ix in operands)) if operands else frozenset()
+        return Opaque(deps, id(value))
+
+    def _finish(self, loop: _Loop) -> None:
+        """Bottom-up: each loop's subtree ids and its access families per buffer, inside it and in its own body."""
+        subtree = {loop.id}
+        own: dict[int, list[Family]] = {}
+        for family in families(loop.accesses):
+            own.setdefault(family.buffer, []).append(family)
+        inside: dict[int, list[Family]] = {buffer: list(found) for buffer, found in own.items()}
+        for child in loop.children:
+            self._finish(child)
+            subtree |= child.subtree
+            for buffer, found in child.inside.items():
+                inside.setdefault(buffer, []).extend(found)
+        loop.subtree = frozenset(subtree)
+        loop.direct = own
+        loop.inside = inside
+
+
+def _affine_of(name: str, operands: list[Index]) -> Affine | None:
+    """The affine form of an integer op on affine operands, or None (the op is not followed)."""
+    if not all(type(ix) is Affine for ix in operands):
+        return None
+    affine: list[Affine] = operands  # type: ignore[assignment]
+    if name in _PASS_THROUGH and len(affine) == 1:
+        return affine[0]
+    if len(affine) != 2:
+        return None
+    a, b = affine
+    if name == "arith.addi":
+        return a.plus(b)
+    if name == "arith.subi":
+        return a.plus(b, -1)
+    if name == "arith.muli":
+        if not b.coefs:
+            return a.times(b.const)
+        if not a.coefs:
+            return b.times(a.const)
+        return None
+    if name in _CLAMPS:  # a clamp against a constant: the other operand (the footprint is cut to the buffer)
+        if not b.coefs:
+            return a
+        if not a.coefs:
+            return b
+    return None
+
+
+# --------------------------------------------------------------------------- work, loads, spill
+
+
+def _executions(walk: _Walk) -> list[int]:
+    """Per loop id: how many times its body runs (the product of its trip and those around it)."""
+    runs = [0] * len(walk.loops)
+    for loop in walk.loops:  # parents come first: ids are given in walk order
+        outer = runs[loop.parent.id] if loop.parent is not None else 1
+        runs[loop.id] = outer * loop.trip
+    return runs
+
+
+def _live_values(op: scf.ForOp) -> int:
+    """Float and vector values live in an innermost loop's body (see the module docstring)."""
+    block = op.body.block
+    live = sum(1 for arg in block.args[1:] if _is_float(arg.type))
+    defined: set[SSAValue] = set(block.args)
+    invariant: set[SSAValue] = set()
+    body_ops = list(_ops_in(block))
+    for inner in body_ops:
+        defined.update(inner.results)
+    for inner in body_ops:
+        for operand in inner.operands:
+            if operand not in defined and _is_float(operand.type):
+                invariant.add(operand)
+        if inner.name in _LOADS and _is_float(inner.results[0].type):
+            uses = [use.operation for use in inner.results[0].uses]
+            broadcasts = sum(1 for user in uses if user.name == "vector.broadcast")
+            live += broadcasts + (1 if len(uses) > broadcasts else 0)
+    return live + len(invariant)
+
+
+def _ops_in(block: Block) -> Iterable[Operation]:
+    for op in block.ops:
+        yield op
+        for region in op.regions:
+            for inner in region.blocks:
+                yield from _ops_in(inner)
+
+
+def _spill(walk: _Walk, runs: list[int], registers: int) -> float:
+    innermost = [loop for loop in walk.loops if loop.op is not None and not loop.children]
+    if not innermost:
+        return 0.0
+    most = max(runs[loop.id] for loop in innermost)
+    live = max(_live_values(loop.op) for loop in innermost if runs[loop.id] == most)  # type: ignore[arg-type]
+    return 2.0 * max(0, live - registers) * most
+
+
+# --------------------------------------------------------------------------- bytes and traffic
+
+
+class _Footprints:
+    """Footprints per (loop, scope, buffer), computed once: the three levels ask for the same ones."""
+
+    LOOP, ITERATION, OWN = 0, 1, 2
+
+    def __init__(self, walk: _Walk, shapes: list[tuple[int, ...]], sizes: list[int], line: int | None) -> None:
+        self.trips = [loop.trip for loop in walk.loops]
+        self.shapes, self.sizes, self.line = shapes, sizes, line
+        self.cache: dict[tuple[int, int, int], int] = {}
+
+    def __call__(self, loop: _Loop, scope: int, buffers: Iterable[int]) -> int:
+        return sum(self.one(loop, scope, buffer) for buffer in buffers)
+
+    def one(self, loop: _Loop, scope: int, buffer: int) -> int:
+        key = (loop.id, scope, buffer)
+        known = self.cache.get(key)
+        if known is not None:
+            return known
+        if scope == self.OWN:
+            accesses, free = loop.direct.get(buffer, []), frozenset()
+        else:
+            accesses = loop.inside.get(buffer, [])
+            free = loop.subtree if scope == self.LOOP else loop.subtree - {loop.id}
+        value = footprint_bytes(accesses, free, self.trips, self.shapes[buffer], self.sizes[buffer], self.line)
+        self.cache[key] = value
+        return value
+
+
+def _traffic(root: _Loop, footprint: _Footprints, capacity: float, groups: list[list[int]], carry: bool) -> int:
+    """Bytes brought into a cache of `capacity` bytes, each group of buffers walking the loops together."""
+
+    def descend(loop: _Loop, executions: int, buffers: list[int]) -> int:
+        buffers = [b for b in buffers if b in loop.inside]
+        if not buffers or executions == 0:
+            return 0
+        whole = footprint(loop, _Footprints.LOOP, buffers)
+        if whole <= capacity:
+            return executions * whole
+        iterations = executions * loop.trip
+        if footprint(loop, _Footprints.ITERATION, buffers) <= capacity:
+            # Consecutive iterations share what stays (under `lines`/`shared`): the loop's footprint, once.
+            return executions * whole if carry else iterations * footprint(loop, _Footprints.ITERATION, buffers)
+        total = iterations * footprint(loop, _Footprints.OWN, buffers)
+        for child in loop.children:
+            total += descend(child, iterations, buffers)
+        return total
+
+    return sum(descend(root, 1, group) for group in groups)
+
+
+def _capacities(desc: MachineDesc, workers: int) -> tuple[float, float, float]:
+    """Each level's bytes for one worker; a missing level holds what the next inner one holds."""
+    capacities: list[float] = []
+    inner = 0.0
+    for level in (1, 2, 3):
+        cache = desc.cache(level)
+        if cache is not None:
+            inner = cache.size / max(1, min(workers, cache.shared_by))
+        capacities.append(inner)
+    return capacities[0], capacities[1], capacities[2]
+
+
+def _buffer_facts(kernel: KernelOp) -> tuple[list[tuple[int, ...]], list[int]]:
+    shapes: list[tuple[int, ...]] = []
+    sizes: list[int] = []
+    for arg in kernel.body.block.args:
+        t = arg.type
+        if not isinstance(t, MemRefType):
+            shapes.append(())
+            sizes.append(8)
+            continue
+        shape = tuple(int(n) for n in t.get_shape())
+        if any(n < 0 for n in shape):
+            raise ValueError(
+                f"kernel @{kernel.sym_name.data}: buffer of dynamic shape {t}: its terms need static shapes"
+            )
+        shapes.append(shape)
+        sizes.append(_element_bytes(t.element_type))
+    return shapes, sizes
+
+
+def _whole_bytes(walk: _Walk, shapes: list[tuple[int, ...]], sizes: list[int], share: Callable[[int], float]) -> float:
+    total = 0.0
+    for buffer in walk.root.inside:
+        elements = 1
+        for n in shapes[buffer]:
+            elements *= n
+        total += elements * sizes[buffer] * share(buffer)
+    return total
+
+
+# --------------------------------------------------------------------------- the entry point
+
+
+def kernel_terms(
+    kernel: KernelOp, desc: MachineDesc, workers: int = 1, rules: frozenset[str] = frozenset()
+) -> KernelTerms:
+    """One worker's quantities of `kernel` on the machine `desc` (the module docstring says how each is counted)."""
+    unknown = set(rules) - set(RULES)
+    if unknown:
+        raise ValueError(f"unknown cost rules {sorted(unknown)}: the rules are {', '.join(RULES)}")
+    if workers < 1:
+        raise ValueError(f"workers = {workers}: a kernel runs on one worker or more")
+    walk = _Walk(kernel, workers)
+    shapes, sizes = _buffer_facts(kernel)
+    runs = _executions(walk)
+
+    work = sum(loop.work * runs[loop.id] for loop in walk.loops)
+    if "overhead" in rules:
+        work += sum(runs[loop.id] for loop in walk.loops if loop.op is not None)
+    loads = sum(loop.loads * runs[loop.id] for loop in walk.loops)
+    spill = _spill(walk, runs, desc.vector_registers)
+
+    plain = _Footprints(walk, shapes, sizes, None)
+    if walk.workers > 1:
+        full = _Footprints(walk, shapes, sizes, None)
+        full.trips = [loop.full_trip for loop in walk.loops]
+
+        def share(buffer: int) -> float:
+            whole = full.one(walk.root, _Footprints.LOOP, buffer)
+            return plain.one(walk.root, _Footprints.LOOP, buffer) / whole if whole else 0.0
+
+    else:
+
+        def share(buffer: int) -> float:
+            return 1.0
+
+    nbytes = _whole_bytes(walk, shapes, sizes, share)
+
+    footprint = _Footprints(walk, shapes, sizes, desc.line) if "lines" in rules else plain
+    buffers = sorted(walk.root.inside)
+    groups = [buffers] if "shared" in rules else [[b] for b in buffers]
+    carry = "lines" in rules or "shared" in rules
+    l1, l2, l3 = _capacities(desc, walk.workers)
+    q_l2, q_l3, q_mem = (_traffic(walk.root, footprint, c, groups, carry) for c in (l1, l2, l3))
+
+    output = walk.written[0] if walk.written else len(walk.args) - 1
+    out_type = walk.args[output].type if walk.args else None
+    dtype = _dtype_name(out_type.element_type) if isinstance(out_type, MemRefType) else "f64"
+    return KernelTerms(
+        work=float(work), bytes=float(nbytes), loads=float(loads), spill=float(spill),
+        q_l2=float(q_l2), q_l3=float(q_l3), q_mem=float(q_mem),
+        workers=walk.workers, lanes=walk.lanes, dtype=dtype,
+    )  # fmt: skip

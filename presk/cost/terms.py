@@ -1,0 +1,110 @@
+"""What the cost models read of one kernel launch: its quantities at concrete shapes.
+
+A `KernelTerms` is computed from a PSK-Kernel kernel whose buffers have
+static shapes (`presk.cost.quantities.kernel_terms`), for one worker's share
+of it: the kernel with its split loop cut to `1/workers` of its iterations.
+The models (`presk.cost.models`) turn it into a predicted time with a
+profile's constants; the calibration stores it beside the measured time, so
+a profile can be refitted without lowering anything again.
+
+The quantities are those the seed's layout cost model names:
+
+* `work` (W): operations weighted as the seed weighs them (arithmetic 1, a
+  transcendental 8, index arithmetic and loads 0), each lane of a vector
+  operation counted, so that a vector kernel weighs what its scalar twin
+  does and the rate π of its group tells them apart;
+* `bytes` (Q): the bytes of every buffer the kernel reads, plus its outputs;
+* `loads` (N_ld): the loads and stores the worker executes, once whatever
+  their lanes, a broadcast of a loaded scalar being part of its load;
+* `spill` (S): two level-1 accesses per iteration of the busiest innermost
+  loop and per register live there beyond the target's vector registers;
+* `q_l2`, `q_l3`, `q_mem`: the bytes brought from the second-level cache,
+  the third, and memory, from each buffer's access footprint inside every
+  loop against each level's capacity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from presk.target import CacheLevel, Machine
+
+__all__ = ["RULES", "KernelTerms", "MachineDesc", "group_key"]
+
+RULES: tuple[str, ...] = ("lines", "shared", "overhead")
+"""The rules of the planned cost a profile may name, each off by default:
+
+* `lines`: a footprint counts whole cache lines along its contiguous axis;
+* `shared`: a loop is resident when the footprints of all its buffers, summed, fit;
+* `overhead`: each loop iteration weighs one operation of work.
+"""
+
+
+@dataclass(frozen=True)
+class KernelTerms:
+    """One worker's quantities of one kernel launch (see the module docstring)."""
+
+    work: float
+    bytes: float
+    loads: float
+    spill: float
+    q_l2: float
+    q_l3: float
+    q_mem: float
+    workers: int
+    """p: the workers the launch runs on (1: not split)."""
+    lanes: int
+    """The widest vector of the kernel in elements (1: scalar)."""
+    dtype: str
+    """The machine type the kernel computes in: `f64`, `f32` or `bf16` (its output's storage type)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> KernelTerms:
+        return KernelTerms(**{name: data[name] for name in KernelTerms.__dataclass_fields__})
+
+
+def group_key(terms: KernelTerms) -> str:
+    """The group whose rates π and ρ price the kernel: machine type × lane width × workers."""
+    return f"{terms.dtype}/l{terms.lanes}/p{terms.workers}"
+
+
+@dataclass(frozen=True)
+class MachineDesc:
+    """The machine as the cost models see it: caches, registers, workers.
+
+    Taken from the target (`of`), written into a profile as `machine_desc`,
+    and read back from it, so that a user who knows better (a cache the OS
+    misreports, a pinned run) edits the profile and every prediction follows.
+    """
+
+    caches: tuple[CacheLevel, ...]
+    """Data caches innermost first: size in bytes of one instance, line, CPUs of the mask sharing it."""
+    vector_registers: int
+    line: int
+    """Bytes of a first-level cache line."""
+    workers: int
+    """p_M: the workers a split may use at most."""
+
+    @staticmethod
+    def of(machine: Machine) -> MachineDesc:
+        return MachineDesc(machine.caches, machine.vector_registers, machine.cache_line, machine.workers())
+
+    def cache(self, level: int) -> CacheLevel | None:
+        return next((cache for cache in self.caches if cache.level == level), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "caches": [asdict(cache) for cache in self.caches],
+            "vector_registers": self.vector_registers,
+            "line": self.line,
+            "workers": self.workers,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> MachineDesc:
+        caches = tuple(CacheLevel(**{k: int(c[k]) for k in ("level", "size", "line", "shared_by")}) for c in data["caches"])
+        return MachineDesc(caches, int(data["vector_registers"]), int(data["line"]), int(data["workers"]))

@@ -1,0 +1,466 @@
+"""The kernel quantities of the cost model (`presk.cost.quantities.kernel_terms`), counted by hand.
+
+Every expected value is worked out in a comment beside it from the kernel's
+text, never by calling the code under test. The machines are described by
+hand (`desc`) with caches small enough that the footprints are easy to
+count; the register widths a lowered kernel may use come from the target
+(`presk.target.target_machine`), so the file passes on AVX-512 and AVX2
+hosts alike (`PRESK_TARGET=x86-64-v3`).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+from presk import sizes
+from presk.cost.quantities import kernel_terms
+from presk.cost.terms import RULES, KernelTerms, MachineDesc
+from presk.dialects.psk_kernel import KernelOp
+from presk.ir.context import presk_context
+from presk.ir.parse import parse_module
+from presk.pipeline import lower
+from presk.plans import parse_plan
+from presk.target import CacheLevel, target_machine
+
+ROOT = Path(__file__).resolve().parents[2]
+BIG = 1 << 30
+"""A cache nothing in these tests outgrows."""
+
+
+def desc(l1: int | None = BIG, l2: int | None = BIG, l3: int | None = BIG, *, registers: int = 32, line: int = 64,
+         l3_shared_by: int = 1) -> MachineDesc:  # fmt: skip
+    """A machine with the given cache sizes in bytes (None: the level is missing)."""
+    caches = tuple(
+        CacheLevel(level, size, line, l3_shared_by if level == 3 else 1)
+        for level, size in ((1, l1), (2, l2), (3, l3))
+        if size is not None
+    )
+    return MachineDesc(caches, registers, line, 2)
+
+
+def kernel(text: str) -> KernelOp:
+    parsed = parse_module(presk_context(), text, "kernel.mlir")
+    parsed.verify()
+    (op,) = [o for o in parsed.module.body.block.ops if isinstance(o, KernelOp)]
+    return op
+
+
+@functools.cache
+def _gemm_program() -> ModuleOp:
+    path = ROOT / "bench" / "programs" / "gemm.mlir"
+    return parse_module(presk_context(), path.read_text(), str(path)).module
+
+
+def gemm(n: int, dtype: str, layout: dict[str, Any]) -> KernelOp:
+    """The product kernel of `bench/programs/gemm.mlir` at N = n, lowered with `layout` (no pack)."""
+    program = _gemm_program()
+    env = sizes.resolve(program, {}, {"N": n})
+    plan = parse_plan({"realization": dtype, "layout": {"gemm/%0": layout}}, "test")
+    kernels = lower(program, "gemm", env, plan)
+    (dot,) = [op for op in kernels.body.block.ops if isinstance(op, KernelOp) and op.sym_name.data == "dot"]
+    return dot
+
+
+# --------------------------------------------------------------------------- an elementwise add, 3 × 5
+
+
+ADD = """
+psk_kernel.kernel @add(%a: memref<3x5xf64>, %b: memref<3x5xf64>, %o: memref<3x5xf64>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c5 = arith.constant 5 : index
+  scf.for %i = %c0 to %c3 step %c1 {
+    scf.for %j = %c0 to %c5 step %c1 {
+      %x = memref.load %a[%i, %j] : memref<3x5xf64>
+      %y = memref.load %b[%i, %j] : memref<3x5xf64>
+      %r = arith.addf %x, %y : f64
+      memref.store %r, %o[%i, %j] : memref<3x5xf64>
+    } {psk_kernel.parallel}
+  } $ATTR
+}
+"""
+
+
+def test_elementwise_add() -> None:
+    terms = kernel_terms(kernel(ADD.replace("$ATTR", "{psk_kernel.parallel}")), desc())
+    # W: one addf per element, 3·5 = 15; the index constants, loads and the store weigh 0.
+    assert terms.work == 15
+    # Q: three buffers of 15 f64: 3·15·8 = 360 bytes.
+    assert terms.bytes == 360
+    # N_ld: two loads and a store per element: 3·15 = 45.
+    assert terms.loads == 45
+    # Everything fits: each buffer comes in once, at every level.
+    assert (terms.q_l2, terms.q_l3, terms.q_mem) == (360, 360, 360)
+    assert terms.spill == 0
+    assert (terms.workers, terms.lanes, terms.dtype) == (1, 1, "f64")
+
+
+def test_overhead_rule_adds_one_operation_per_iteration() -> None:
+    terms = kernel_terms(kernel(ADD.replace("$ATTR", "{psk_kernel.parallel}")), desc(), rules=frozenset({"overhead"}))
+    # 15 adds + the outer loop's 3 iterations + the inner loop's 3·5 = 15: 33.
+    assert terms.work == 15 + 3 + 15
+    assert terms.loads == 45
+
+
+def test_split_kernel_one_workers_share() -> None:
+    terms = kernel_terms(kernel(ADD.replace("$ATTR", "{psk_kernel.parallel}")), desc(), workers=2)
+    # The split loop (over i, 3 iterations) cut to ceil(3 / 2) = 2: 2·5 = 10 elements.
+    assert terms.work == 10
+    assert terms.loads == 3 * 10
+    # Each buffer is indexed by i: the worker's 2 of its 3 rows, 3 buffers · 10 f64 · 8 bytes.
+    assert terms.bytes == 3 * 10 * 8
+    assert terms.q_mem == 3 * 10 * 8
+    assert terms.workers == 2
+
+
+def test_kernel_without_split_loop_ignores_workers() -> None:
+    # The outer loop is not parallel: no split loop, so one worker runs the whole kernel.
+    terms = kernel_terms(kernel(ADD.replace("$ATTR", "")), desc(), workers=2)
+    assert (terms.work, terms.loads, terms.bytes, terms.workers) == (15, 45, 360, 1)
+
+
+def test_unknown_rule_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown cost rules"):
+        kernel_terms(kernel(ADD.replace("$ATTR", "")), desc(), rules=frozenset({"fast"}))
+
+
+# --------------------------------------------------------------------------- what the work weighs
+
+
+SCALAR_OPS = """
+psk_kernel.kernel @ops(%a: memref<4xf32>, %o: memref<4xf32>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    %k = arith.muli %i, %c4 : index
+    %x = memref.load %a[%i] : memref<4xf32>
+    %e = math.exp %x : f32
+    %s = math.sqrt %e : f32
+    %c = arith.cmpf ogt, %s, %x : f32
+    %m = arith.select %c, %s, %x : f32
+    %f = math.fma %m, %x, %x : f32
+    %t = math.tanh %f : f32
+    memref.store %t, %o[%i] : memref<4xf32>
+  }
+}
+"""
+
+
+def test_work_weights() -> None:
+    terms = kernel_terms(kernel(SCALAR_OPS), desc())
+    # Per element: exp 8, sqrt 1, cmpf 1, select 1, fma 2, tanh 8 = 21 (muli on index: 0); 4 elements: 84.
+    assert terms.work == 4 * 21
+    assert terms.loads == 4 * 2
+    assert (terms.lanes, terms.dtype) == (1, "f32")
+
+
+VECTOR_OPS = """
+psk_kernel.kernel @axpy(%s: memref<2xf32>, %a: memref<32xf32>, %o: memref<32xf32>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %w = memref.load %s[%c0] : memref<2xf32>
+  %v = vector.broadcast %w : f32 to vector<8xf32>
+  scf.for %i = %c0 to %c4 step %c1 {
+    %k = arith.muli %i, %c8 : index
+    %x = vector.load %a[%k] : memref<32xf32>, vector<8xf32>
+    %y = vector.fma %v, %x, %x : vector<8xf32>
+    %z = arith.mulf %y, %x : vector<8xf32>
+    vector.store %z, %o[%k] : memref<32xf32>, vector<8xf32>
+  }
+}
+"""
+
+
+def test_vector_lanes_count_in_work_not_in_loads() -> None:
+    terms = kernel_terms(kernel(VECTOR_OPS), desc())
+    # Per iteration: a vector.fma of 8 lanes (2·8 = 16) and a mulf of 8 lanes (8): 24; 4 iterations: 96.
+    # The broadcast weighs 0.
+    assert terms.work == 4 * 24
+    # The scalar load outside the loop (its broadcast is part of it: 0), then per iteration a vector load
+    # and a vector store, once each whatever their lanes: 1 + 4·2 = 9.
+    assert terms.loads == 1 + 4 * 2
+    # Q: %s is read (2 f32: 8 bytes), %a and %o whole (32 f32: 128 bytes each).
+    assert terms.bytes == 8 + 128 + 128
+    assert terms.lanes == 8
+    # L1 of 64 bytes: the one element of %s read (4 bytes; Q counts the whole buffer, the traffic its
+    # footprint) fits, once. %a and %o (128 bytes) do not; one iteration touches 8 f32 = 32 bytes of each
+    # (a vector access of 8 lanes covers 8 consecutive elements): 4·32 = 128 each.
+    assert kernel_terms(kernel(VECTOR_OPS), desc(l1=64)).q_l2 == 4 + 128 + 128
+    # The live values of the loop: %x (loaded) and %v (defined outside, used inside): 2. With one register,
+    # one spills: two L1 accesses per iteration, 2·1·4 = 8.
+    assert kernel_terms(kernel(VECTOR_OPS), desc(registers=1)).spill == 8
+
+
+BF16 = """
+psk_kernel.kernel @add(%a: memref<6xbf16>, %b: memref<6xbf16>, %o: memref<6xbf16>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  scf.for %i = %c0 to %c6 step %c1 {
+    %x = memref.load %a[%i] : memref<6xbf16>
+    %y = memref.load %b[%i] : memref<6xbf16>
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %r = arith.addf %xf, %yf : f32
+    %rb = arith.truncf %r : f32 to bf16
+    memref.store %rb, %o[%i] : memref<6xbf16>
+  } {psk_kernel.parallel}
+}
+"""
+
+
+def test_bf16_storage_computes_in_f32() -> None:
+    terms = kernel_terms(kernel(BF16), desc())
+    # One f32 add per element (the casts weigh 0): 6. Buffers of bf16, 2 bytes: 3·6·2 = 36.
+    assert (terms.work, terms.bytes, terms.loads, terms.dtype) == (6, 36, 18, "bf16")
+
+
+# --------------------------------------------------------------------------- a scalar GEMM, N = 8
+
+
+SCALAR_GEMM = {"form": "tiled", "tile": [1, 1], "lanes": 1}
+"""Loops i, j (parallel), then k with the running sum in an iter_arg: per k a load of A[i, k] and one
+of B[k, j] and an fma; per (i, j) a store of C[i, j]."""
+
+
+def test_scalar_gemm() -> None:
+    terms = kernel_terms(gemm(8, "f64", SCALAR_GEMM), desc())
+    assert terms.work == 2 * 8**3  # one fma (2) per multiply-add
+    assert terms.loads == 2 * 8**3 + 8**2  # two loads per k, a store per output element: 1088
+    assert terms.bytes == 3 * 64 * 8  # A, B, C: 64 f64 each
+    assert (terms.lanes, terms.dtype, terms.workers) == (1, "f64", 1)
+    # Live in the k loop: the running sum and the two loaded values: 3. One register: 2 spill, at
+    # 2 accesses per iteration and 8^3 iterations: 2·2·512.
+    assert kernel_terms(gemm(8, "f64", SCALAR_GEMM), desc(registers=1)).spill == 2 * 2 * 512
+
+
+def test_gemm_operand_one_fits_l1_or_not() -> None:
+    dot = gemm(8, "f64", SCALAR_GEMM)
+    # Each buffer is 64·8 = 512 bytes. With an L1 of 600 bytes each fits alone: 3·512 = 1536 from L2.
+    assert kernel_terms(dot, desc(l1=600)).q_l2 == 1536
+    # With 256 bytes none fits. A: one i iteration reads row i, 64 bytes, which fits: 8·64 = 512.
+    # C: likewise a row per i: 512. B: an i iteration reads all of B (512), a j loop all of it too,
+    # a j iteration (the k loop) column j, 64 bytes, which fits: once per (i, j), 64·64 = 4096.
+    small = kernel_terms(dot, desc(l1=256, l2=600))
+    assert small.q_l2 == 512 + 4096 + 512
+    # L2 of 600 bytes holds each buffer: 1536 from L3; L3 holds everything too.
+    assert (small.q_l3, small.q_mem) == (1536, 1536)
+
+
+def test_missing_levels() -> None:
+    dot = gemm(8, "f64", SCALAR_GEMM)
+    # Only L1 (256 bytes): L2 and L3 hold what L1 holds, so every level sees L1's misses: 5120.
+    terms = kernel_terms(dot, desc(l1=256, l2=None, l3=None))
+    assert (terms.q_l2, terms.q_l3, terms.q_mem) == (5120, 5120, 5120)
+    # No cache at all: every access brings its element each time it runs:
+    # A and B 512 loads · 8 bytes each, C 64 stores · 8 bytes: 4096 + 4096 + 512.
+    bare = kernel_terms(dot, MachineDesc((), 32, 64, 2))
+    assert (bare.q_l2, bare.q_l3, bare.q_mem) == (8704, 8704, 8704)
+
+
+def test_shared_l3_is_divided_among_the_workers() -> None:
+    dot = gemm(8, "f64", SCALAR_GEMM)
+    # One worker owns the whole L3 of 900 bytes: every buffer (512) fits, 1536.
+    assert kernel_terms(dot, desc(l1=0, l2=0, l3=900, l3_shared_by=2), workers=1).q_mem == 1536
+    # Two workers on an L3 shared by 2: 450 bytes each. The worker's share: i cut to 4 rows. A's 4 rows
+    # (256 bytes) fit, C's too; B (512) does not: a j iteration brings column j (64 bytes), 4·8 times:
+    # 256 + 2048 + 256.
+    assert kernel_terms(dot, desc(l1=0, l2=0, l3=900, l3_shared_by=2), workers=2).q_mem == 2560
+    # A private L3 of 900 bytes keeps B: 256 + 512 + 256.
+    assert kernel_terms(dot, desc(l1=0, l2=0, l3=900, l3_shared_by=1), workers=2).q_mem == 1024
+
+
+# --------------------------------------------------------------------------- the rules `lines` and `shared`
+
+
+def _reduction(rows: int, cols: int, outer: str) -> str:
+    """out[outer] = Σ x[i, j] over the other axis, `outer` the loop outside; x is rows × cols f64."""
+    inner = "j" if outer == "i" else "i"
+    n_out, n_in = (rows, cols) if outer == "i" else (cols, rows)
+    return f"""
+psk_kernel.kernel @sum(%x: memref<{rows}x{cols}xf64>, %o: memref<{n_out}xf64>) "t" {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %no = arith.constant {n_out} : index
+  %ni = arith.constant {n_in} : index
+  %z = arith.constant 0.0 : f64
+  scf.for %{outer} = %c0 to %no step %c1 {{
+    %s = scf.for %{inner} = %c0 to %ni step %c1 iter_args(%acc = %z) -> (f64) {{
+      %v = memref.load %x[%i, %j] : memref<{rows}x{cols}xf64>
+      %t = arith.addf %acc, %v : f64
+      scf.yield %t : f64
+    }}
+    memref.store %s, %o[%{outer}] : memref<{n_out}xf64>
+  }} {{psk_kernel.parallel}}
+}}
+"""
+
+
+def test_lines_bring_a_line_per_element_across_the_contiguous_axis() -> None:
+    columns = kernel(_reduction(8, 8, outer="j"))  # column sums: the inner loop walks rows
+    plain = kernel_terms(columns, desc(l1=256))
+    # x is 512 bytes, more than L1. A j iteration reads column j, 8 f64 = 64 bytes, which fits: 8·64 = 512.
+    # o (8 f64, 64 bytes) fits: 64.
+    assert plain.q_l2 == 512 + 64
+    lines = kernel_terms(columns, desc(l1=256, line=64), rules=frozenset({"lines"}))
+    # In whole 64-byte lines, column j is 8 lines = 512 bytes: no longer fits. An i iteration is one line
+    # (it fits), so the i loop brings what its iterations bring, one line each: 8 lines per j, 8·8·64 = 4096.
+    # o: one span of 64 bytes, one line: 64.
+    assert lines.q_l2 == 4096 + 64
+
+
+def test_lines_share_a_line_between_consecutive_iterations() -> None:
+    rows = kernel(_reduction(8, 64, outer="i"))  # row sums: the inner loop walks the contiguous axis
+    lines = kernel_terms(rows, desc(l1=256, line=64), rules=frozenset({"lines"}))
+    # x is 8 rows of 512 bytes. An i iteration (a row) does not fit 256 bytes; a j iteration (one element:
+    # one line) does, and consecutive j share their line: each row is brought once, as 8 lines: 8·512 = 4096
+    # (not a line per element, 8·64·64). o: 64 bytes, one line.
+    assert lines.q_l2 == 4096 + 64
+    assert kernel_terms(rows, desc(l1=256)).q_l2 == 4096 + 64  # without lines: the same bytes
+
+
+ROW_WISE = """
+psk_kernel.kernel @rowwise(%a: memref<8x8xf64>, %b: memref<8x8xf64>, %c: memref<8x8xf64>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    scf.for %k = %c0 to %c8 step %c1 {
+      %x = memref.load %a[%i, %k] : memref<8x8xf64>
+      scf.for %j = %c0 to %c8 step %c1 {
+        %y = memref.load %b[%k, %j] : memref<8x8xf64>
+        %s = memref.load %c[%i, %j] : memref<8x8xf64>
+        %t = math.fma %x, %y, %s : f64
+        memref.store %t, %c[%i, %j] : memref<8x8xf64>
+      } {psk_kernel.parallel}
+    }
+  } {psk_kernel.parallel}
+}
+"""
+
+
+def test_shared_asks_all_buffers_to_fit_together() -> None:
+    dot = kernel(ROW_WISE)
+    # Each buffer (512 bytes) fits an L1 of 600 apart: 3·512.
+    assert kernel_terms(dot, desc(l1=600)).q_l2 == 1536
+    shared = kernel_terms(dot, desc(l1=600), rules=frozenset({"shared"}))
+    # Together: the kernel (1536) does not fit, nor an i iteration (row i of A 64 + all of B 512 + row i of C
+    # 64 = 640). A k iteration does (A[i, k] 8 + row k of B 64 + row i of C 64 = 136), and consecutive k
+    # share what the k loop does not move (row i of C) and bring the rest: the k loop's footprint, 640,
+    # once per i: 8·640 = 5120 (not 8·8·136 = 8704, C's row evicted at every step of k).
+    assert shared.q_l2 == 5120
+    # An L1 of 2048 holds all three: the rule changes nothing.
+    assert kernel_terms(dot, desc(l1=2048), rules=frozenset({"shared"})).q_l2 == 1536
+
+
+def test_rules_off_by_default_and_overhead_leaves_traffic_alone() -> None:
+    dot = gemm(8, "f64", SCALAR_GEMM)
+    plain = kernel_terms(dot, desc(l1=256))
+    assert kernel_terms(dot, desc(l1=256), rules=frozenset()) == plain
+    overhead = kernel_terms(dot, desc(l1=256), rules=frozenset({"overhead"}))
+    # Loop iterations: i 8, j 64, k 512: 584 more operations; nothing else moves.
+    assert overhead.work == plain.work + 8 + 64 + 512
+    assert (overhead.q_l2, overhead.loads, overhead.bytes) == (plain.q_l2, plain.loads, plain.bytes)
+    assert set(RULES) == {"lines", "shared", "overhead"}
+
+
+GATHER = """
+psk_kernel.kernel @gather(%t: memref<16x8xf64>, %ids: memref<4xi64>, %o: memref<4x8xf64>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    %id = memref.load %ids[%i] : memref<4xi64>
+    %row = arith.index_cast %id : i64 to index
+    scf.for %j = %c0 to %c8 step %c1 {
+      %v = memref.load %t[%row, %j] : memref<16x8xf64>
+      memref.store %v, %o[%i, %j] : memref<4x8xf64>
+    }
+  } {psk_kernel.parallel}
+}
+"""
+
+
+def test_gathered_index_is_conservative() -> None:
+    gather = kernel(GATHER)
+    # The table's row is loaded: inside the i loop it may be any row, so the whole table (16·8·8 = 1024
+    # bytes) is its footprint there; with i fixed it is one row (64 bytes). L1 of 64 bytes: a row per i,
+    # 4·64 = 256; ids (4 i64, 32 bytes) fit: 32; o: a row per i, 256.
+    assert kernel_terms(gather, desc(l1=64)).q_l2 == 256 + 32 + 256
+    # Everything fits a large cache: the whole table counts, 1024 + 32 + 256.
+    assert kernel_terms(gather, desc()).q_l2 == 1312
+    assert kernel_terms(gather, desc()).bytes == 1312
+    assert kernel_terms(gather, desc()).work == 0
+
+
+# --------------------------------------------------------------------------- register tiles and their spills
+
+
+def _f64_register_tiles() -> list[int]:
+    """The f64 lane widths L of this target whose [4, 4L] tile is in the layout domain (n_j ≤ 32)."""
+    return [lanes for lanes in target_machine().lane_widths("f64") if lanes > 1 and 4 * lanes <= 32]
+
+
+@pytest.mark.parametrize("lanes", _f64_register_tiles())
+def test_register_tile_in_lanes_holds_24(lanes: int) -> None:
+    # The seed's [4, 16] tile in four lanes, at this machine's widths: a [4, 4L] tile in L f64 lanes holds
+    # 4·4 = 16 accumulators, 4 vectors of operand 1 and 4 broadcasts of operand 0: 24 registers.
+    # N = 32: the k loop runs (32/4)·(32/(4L))·32 times.
+    dot = gemm(32, "f64", {"tile": [4, 4 * lanes], "lanes": lanes})
+    iterations = (32 // 4) * (32 // (4 * lanes)) * 32
+    assert kernel_terms(dot, desc(registers=24)).spill == 0
+    assert kernel_terms(dot, desc(registers=23)).spill == 2 * 1 * iterations
+    assert kernel_terms(dot, desc(registers=0)).spill == 2 * 24 * iterations
+    terms = kernel_terms(dot, desc())
+    assert terms.lanes == lanes
+    assert terms.work == 2 * 32**3
+    # Per k: 4 scalar loads (their broadcasts are part of them) and 4 vector loads; per tile 16 vector stores.
+    assert terms.loads == 8 * iterations + 16 * (32 // 4) * (32 // (4 * lanes))
+
+
+def test_register_tile_without_lanes_holds_84() -> None:
+    # [4, 16] in one lane: 64 accumulators, 16 scalars of operand 1 and 4 of operand 0: 84.
+    dot = gemm(32, "f64", {"tile": [4, 16], "lanes": 1})
+    iterations = (32 // 4) * (32 // 16) * 32
+    assert kernel_terms(dot, desc(registers=84)).spill == 0
+    assert kernel_terms(dot, desc(registers=32)).spill == 2 * (84 - 32) * iterations
+    assert kernel_terms(dot, desc(registers=16)).spill == 2 * (84 - 16) * iterations
+
+
+# --------------------------------------------------------------------------- lowered kernels at large sizes
+
+
+def test_lowered_tiles_last_block_clamped_stays_in_the_buffers() -> None:
+    # N = 18 with a [4, 16] tile: the last row and column blocks are shifted back (arith.minsi); the
+    # footprints are cut to the buffers, so in a large cache each buffer comes in once: 3·18·18·4 bytes.
+    widest = target_machine().register_width("f32")
+    dot = gemm(18, "f32", {"form": "tiled", "tile": [4, 16], "lanes": min(widest, 16)})
+    terms = kernel_terms(dot, desc())
+    assert terms.bytes == 3 * 18 * 18 * 4
+    assert (terms.q_l2, terms.q_l3, terms.q_mem) == (terms.bytes,) * 3
+
+
+def test_analysis_is_fast() -> None:
+    widest = target_machine().register_width("f32")
+    dot = gemm(256, "f32", {"tile": [4, 32], "lanes": widest, "kblock": 128, "order": "IJK"})
+    machine = MachineDesc.of(target_machine())
+    kernel_terms(dot, machine, 2, frozenset(RULES))
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        terms = kernel_terms(dot, machine, 2, frozenset(RULES))
+        times.append(time.perf_counter() - start)
+    assert isinstance(terms, KernelTerms)
+    # A few milliseconds on a 2-core Xeon; the bound leaves room for a loaded machine.
+    assert sorted(times)[2] < 0.05
