@@ -35,6 +35,7 @@ ERROR_CODES: dict[str, str] = {
     "E5002": "the target's code cannot run on this host",
     "E7001": "ill-formed realization (unknown type, or a site the program does not have)",
     "E7002": "ill-formed layout or plan",
+    "E8001": "ill-formed cost profile, or a prediction or fit it cannot make",
 }
 """Every code presk can report, with its one-line meaning (see docs/errors.md)."""
 

@@ -16,10 +16,10 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
 from typing import Any
 
 from presk.cli.backends import add_backend_arguments, compile_entry, make_runner
+from presk.cli.calibrate import add_calibration_arguments, calibrate_entry, calibrate_space, finish_calibration, judge
 from presk.cli.program import (
     add_input_arguments,
     add_realize_arguments,
@@ -30,66 +30,24 @@ from presk.cli.program import (
 )
 from presk.cli.source import read_input
 from presk.diagnostics import PreskError
-from presk.dialects.psk_kernel import KernelOp
 from presk.interp.inputs import make_inputs
 from presk.interp.reference import find_entry
 from presk.jit.executor import HostProgram, flatten_inputs
+from presk.jit.timed import TimedRunner
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("bench", help="time an entry's kernels (medians per call and per kernel)")
-    add_input_arguments(p)
-    p.add_argument("--entry", action="append", required=True, help="a function to time (repeatable)")
+    add_input_arguments(p, required=False)
+    p.add_argument("--entry", action="append", default=[], help="a function to time (repeatable; required with FILE)")
     add_size_arguments(p)
     add_realize_arguments(p)
     add_backend_arguments(p, default="native")
     p.add_argument("--rounds", type=int, default=21, help="timed calls per entry (default 21); the median is reported")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls first (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    add_calibration_arguments(p)
     p.set_defaults(handler=main)
-
-
-class TimedRunner:
-    """Wraps a runner so every launch's kernel is timed, by kernel name.
-
-    Native kernels keep the host's fast path (`bind` once, `launch` per
-    call) and only `launch` is timed, so what the table leaves outside the
-    kernels is the host's own cost.
-    """
-
-    def __init__(self, runner: Any) -> None:
-        self.runner = runner
-        self.samples: dict[str, list[float]] = defaultdict(list)
-
-    def __call__(self, kernel: KernelOp) -> Any:
-        call, samples = self.runner(kernel), self.samples[kernel.sym_name.data]
-        if hasattr(call, "bind") and hasattr(call, "launch"):
-            return _TimedLaunch(call, samples)
-
-        def timed(arrays: Sequence[Any]) -> None:
-            start = time.perf_counter()
-            call(arrays)
-            samples.append(time.perf_counter() - start)
-
-        return timed
-
-
-class _TimedLaunch:
-    def __init__(self, inner: Any, samples: list[float]) -> None:
-        self.inner, self.samples = inner, samples
-
-    def bind(self, arrays: Any, previous: Any = None) -> Any:
-        return self.inner.bind(arrays, previous)
-
-    def launch(self, binding: Any) -> None:
-        start = time.perf_counter()
-        self.inner.launch(binding)
-        self.samples.append(time.perf_counter() - start)
-
-    def __call__(self, arrays: Any) -> None:
-        start = time.perf_counter()
-        self.inner(arrays)
-        self.samples.append(time.perf_counter() - start)
 
 
 def _progress(done: int, total: int, what: str) -> None:
@@ -104,6 +62,12 @@ def _progress(done: int, total: int, what: str) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.rounds < 1 or args.warmup < 0:
         raise PreskError("E4001", "--rounds is at least 1 and --warmup at least 0")
+    if args.space is not None:
+        return _calibrate_space(args)
+    if args.file is None or not args.entry:
+        raise PreskError("E4001", "presk bench needs FILE and --entry E (or --calibrate P.json --space calib)")
+    if args.budget is not None or args.space_types != "f32,f64,bf16":
+        raise PreskError("E4001", "--budget and --space-types go with --calibrate P.json --space ...")
     plan = plan_of(args.realize, args.plan) or plan_of("f64", None)
     passes = pipeline_of(args)
     source = read_input(args.file)
@@ -134,6 +98,24 @@ def main(args: argparse.Namespace) -> int:
             instrumented(leaves)
             _progress(args.rounds + r + 1, 2 * args.rounds, entry)
         report(entry, args, host, times, timed.samples)
+        if args.calibrate is not None:
+            calibrate_entry(args, entry, kernels, leaves, runner)
+        if args.profile is not None:
+            judge(args, entry, kernels, leaves, runner)
+    if args.calibrate is not None:
+        finish_calibration(args)
+    return 0
+
+
+def _calibrate_space(args: argparse.Namespace) -> int:
+    if args.calibrate is None:
+        raise PreskError("E4001", "--space names what --calibrate P.json measures: give both")
+    if args.file is not None or args.entry:
+        raise PreskError("E4001", "--space measures the calibration programs: give no FILE or --entry with it")
+    if args.backend != "native":
+        raise PreskError("E4001", "a calibration times native kernels: --backend native")
+    calibrate_space(args, make_runner(args.backend, args.threads))
+    finish_calibration(args)
     return 0
 
 

@@ -41,9 +41,9 @@ def add_size_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+def add_input_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
     """The program (`-` reads standard input) and the PSK-Core pipeline run on it first."""
-    parser.add_argument("file", help="a PSK-Core program (.mlir); '-' reads standard input")
+    parser.add_argument("file", nargs=None if required else "?", help="a PSK-Core program (.mlir); '-' reads standard input")
     parser.add_argument(
         "--pass-pipeline",
         action="append",

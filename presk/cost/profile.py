@@ -152,6 +152,11 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
+def _is_machine_type(name: Any) -> bool:
+    """A kernel's group type: a float realization, or the integers a mask or an index range writes."""
+    return name in ("f64", "f32", "bf16") or (isinstance(name, str) and name[:1] == "i" and name[1:].isdecimal())
+
+
 def _terms_from_json(data: Any, key: str) -> KernelTerms:
     where = f"terms under '{key}'"
     if not isinstance(data, dict):
@@ -165,8 +170,8 @@ def _terms_from_json(data: Any, key: str) -> KernelTerms:
         if number != int(number) or number < 1:
             raise ValueError(f"{where}: '{name}' is a positive integer, not {data[name]}")
         values[name] = int(number)
-    if data["dtype"] not in ("f64", "f32", "bf16"):
-        raise ValueError(f"{where}: 'dtype' is f64, f32 or bf16, not {json.dumps(data['dtype'])}")
+    if not _is_machine_type(data["dtype"]):
+        raise ValueError(f"{where}: 'dtype' is f64, f32, bf16 or an integer type such as i64, not {json.dumps(data['dtype'])}")
     values["dtype"] = data["dtype"]
     return KernelTerms(**values)
 

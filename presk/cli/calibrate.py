@@ -1,0 +1,153 @@
+"""`presk bench --calibrate P.json` and `presk bench --profile P.json`: measure kernels for a profile, or judge one.
+
+`--calibrate` times every launch natively, appends one sample per kernel to
+the profile (`P.samples.jsonl`, line by line, so an interrupted calibration
+loses at most the point it was measuring) and fits the profile again. Its
+samples are an entry's kernels (`presk bench FILE --entry E --calibrate P`)
+or a calibration space (`--space calib`, `--space calib-small`,
+`presk.tuning.calibration`), and a second call extends them.
+
+`--profile` fits nothing: it times the entry's kernels, prices each with the
+profile, and prints them side by side with Spearman's rank correlation of
+the measured times against the three predictors (operation counts, W, the
+model). It is how a frozen profile is judged on programs it never saw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from presk.cli.refit import report
+from presk.cost.fit import spearman
+from presk.cost.models import explain
+from presk.cost.profile import Profile, append_samples, load_profile, refit_profile, rules_key, save_profile
+from presk.cost.terms import MachineDesc
+from presk.diagnostics import PreskError
+from presk.target import Machine, target_machine
+from presk.tuning.calibration import Progress, kernel_samples, parse_budget, run_space, space
+
+__all__ = ["add_calibration_arguments", "calibrate_entry", "calibrate_space", "finish_calibration", "judge", "open_profile"]
+
+PROFILE_ERROR = "E8001"
+
+
+def add_calibration_arguments(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("cost profiles (docs/cost.md)")
+    group.add_argument("--calibrate", metavar="P.json", help="append every kernel's measured time and terms to this "
+                       "profile (created if absent), then fit its constants")  # fmt: skip
+    group.add_argument("--space", choices=("calib", "calib-small"), help="with --calibrate, measure a calibration "
+                       "space instead of FILE's entries: calib (about 20 min on 2 cores), calib-small (about 1 min)")  # fmt: skip
+    group.add_argument("--space-types", default="f32,f64,bf16", metavar="T,...",
+                       help="the machine types a space is measured in (default f32,f64,bf16)")  # fmt: skip
+    group.add_argument("--budget", metavar="TIME", help="stop a calibration cleanly after this long (90s, 20m, 1.5h); "
+                       "a later call resumes it")  # fmt: skip
+    group.add_argument("--load-term", choices=("group", "machine", "none"), help="the fitted form's load term "
+                       "(default: the profile's, else group)")  # fmt: skip
+    group.add_argument("--combine", choices=("max", "sum", "pnorm"), help="how the fitted form combines its terms "
+                       "(default: the profile's, else pnorm)")  # fmt: skip
+    group.add_argument("--profile", metavar="P.json", help="price every kernel with this profile and print the "
+                       "predictions beside the measured times, with Spearman's rank correlation")  # fmt: skip
+
+
+def open_profile(path: str, machine: Machine) -> Profile:
+    """The profile at `path`, or a new empty one for `machine` (written at once, so its samples have a home).
+
+    Samples of another machine would fit constants that describe neither, so
+    a profile measured elsewhere is refused (E8001) rather than extended."""
+    if not Path(path).exists():
+        return save_profile(Profile(machine.key(), MachineDesc.of(machine)), path)
+    profile = load_profile(path)
+    if profile.machine != machine.key():
+        raise PreskError(
+            PROFILE_ERROR,
+            f"{path} was measured on another machine ({profile.machine}); this one is {machine.key()}: "
+            "calibrate into a new profile",
+        )
+    return profile
+
+
+def _desc(profile: Profile, machine: Machine) -> MachineDesc:
+    return profile.machine_desc or MachineDesc.of(machine)
+
+
+def calibrate_space(args: argparse.Namespace, runner: Any) -> None:
+    """Measure the points of `--space` that the profile does not hold yet, appending their samples."""
+    machine = target_machine()
+    profile = open_profile(args.calibrate, machine)
+    types = [t.strip() for t in args.space_types.split(",") if t.strip()]
+    unknown = [t for t in types if t not in ("f32", "f64", "bf16")]
+    if unknown or not types:
+        raise PreskError("E4001", f"--space-types {args.space_types}: expected types among f32, f64, bf16")
+    points = space(args.space, machine, types)
+    done = {str(s.extra.get("key")) for s in profile.samples}
+    budget = parse_budget(args.budget) if args.budget else None
+    progress = Progress(len(points), budget, f"{args.space}")
+    try:
+        measured, refused, stopped = run_space(points, done, runner, _desc(profile, machine),
+                                               lambda samples: append_samples(args.calibrate, samples), progress)  # fmt: skip
+    finally:
+        progress.close()
+    remaining = sum(1 for p in points if p.key not in done)
+    print(f"{args.space}: measured {measured} points in {progress.elapsed():.0f} s, {refused} refused by the layout "
+          f"checks (E7002), {len(points) - remaining - measured} measured before")  # fmt: skip
+    if stopped:
+        print(f"the budget stopped it with {remaining} points left: the same command resumes it")
+
+
+def calibrate_entry(args: argparse.Namespace, entry: str, kernels: Any, leaves: Sequence[Any], runner: Any) -> None:
+    """Append the samples of one entry's kernels (measured again if the profile holds them: they replace nothing,
+    they add to the median a refit sees as another point)."""
+    machine = target_machine()
+    profile = open_profile(args.calibrate, machine)
+    describe = {"key": f"{args.file}:{entry}:{sorted(args.dim)}:{sorted(args.const)}:{args.realize}:{args.plan}",
+                "entry": entry, "file": str(args.file)}  # fmt: skip
+    samples = kernel_samples(kernels, leaves, runner, _desc(profile, machine), describe)
+    append_samples(args.calibrate, samples)
+    print(f"@{entry}: {len(samples)} kernels measured into {args.calibrate}")
+
+
+def finish_calibration(args: argparse.Namespace) -> None:
+    """Fit the profile on all its samples, write it, and print the constants, u and Spearman."""
+    profile = load_profile(args.calibrate)
+    fitted = refit_profile(profile, load_term=args.load_term, combine=args.combine)
+    save_profile(fitted, args.calibrate)
+    print(report(fitted))
+    print(f"wrote {args.calibrate}")
+
+
+def judge(args: argparse.Namespace, entry: str, kernels: Any, leaves: Sequence[Any], runner: Any) -> dict[str, float]:
+    """Time each kernel of `entry`, price it with `--profile`, print both and the three Spearman figures."""
+    profile = load_profile(args.profile)
+    machine = target_machine()
+    samples = kernel_samples(kernels, leaves, runner, _desc(profile, machine), {"entry": entry})
+    key = rules_key(profile.rules)
+    constants = profile.layout or profile.roofline
+    if constants is None:
+        raise PreskError(PROFILE_ERROR, f"{args.profile} has no fitted constants: run `presk refit` on it first")
+    rows = []
+    for sample in samples:
+        terms = sample.terms[key]
+        breakdown = explain(constants, terms)
+        rows.append((sample, terms, breakdown.seconds, breakdown.binding))
+    measured = np.array([s.seconds for s, *_ in rows])
+    figures = {
+        "counts": spearman(np.array([s.counts for s, *_ in rows], dtype=float), measured),
+        "work": spearman(np.array([t.work for _, t, *_ in rows]), measured),
+        "model": spearman(np.array([p for *_, p, _ in rows]), measured),
+    }
+    print(f"@{entry}: {len(rows)} kernels priced by {args.profile} (rules: {key or 'none'})")
+    print("  | kernel | workers | measured µs | predicted µs | ratio | binding term |")
+    print("  |---|---|---|---|---|---|")
+    for sample, _terms, predicted, binding in sorted(rows, key=lambda r: -r[0].seconds):
+        print(f"  | {sample.extra['kernel']} | {sample.extra['workers']} | {sample.seconds * 1e6:.2f} | "
+              f"{predicted * 1e6:.2f} | {predicted / sample.seconds:.2f} | {binding} |")  # fmt: skip
+    print("  Spearman against the measured times: " + ", ".join(
+        f"{name} {'n/a' if math.isnan(value) else f'{value:.3f}'}" for name, value in figures.items()))  # fmt: skip
+    return figures
+

@@ -1,0 +1,61 @@
+"""A runner whose every kernel launch is timed: what `presk bench` reports and the calibration fits.
+
+Native kernels keep the host's fast path (`bind` once, `launch` per call)
+and only `launch` is timed, so what is left outside the kernels is the
+host's own cost, and a calibration sample is the kernel's time alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from presk.dialects.psk_kernel import KernelOp
+
+__all__ = ["TimedRunner"]
+
+
+class TimedRunner:
+    """Wraps a runner so every launch is timed, by kernel name (`samples`), with the workers it ran on (`workers`)."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+        self.samples: dict[str, list[float]] = defaultdict(list)
+        self.workers: dict[str, int] = {}
+        self.kernels: dict[str, KernelOp] = {}
+
+    def __call__(self, kernel: KernelOp) -> Any:
+        name = kernel.sym_name.data
+        call, samples = self.runner(kernel), self.samples[name]
+        self.kernels[name] = kernel
+        workers = getattr(call, "workers", None)
+        self.workers[name] = workers() if callable(workers) else 1
+        if hasattr(call, "bind") and hasattr(call, "launch"):
+            return _TimedLaunch(call, samples)
+
+        def timed(arrays: Sequence[Any]) -> None:
+            start = time.perf_counter()
+            call(arrays)
+            samples.append(time.perf_counter() - start)
+
+        return timed
+
+
+class _TimedLaunch:
+    def __init__(self, inner: Any, samples: list[float]) -> None:
+        self.inner, self.samples = inner, samples
+
+    def bind(self, arrays: Any, previous: Any = None) -> Any:
+        return self.inner.bind(arrays, previous)
+
+    def launch(self, binding: Any) -> None:
+        start = time.perf_counter()
+        self.inner.launch(binding)
+        self.samples.append(time.perf_counter() - start)
+
+    def __call__(self, arrays: Any) -> None:
+        start = time.perf_counter()
+        self.inner(arrays)
+        self.samples.append(time.perf_counter() - start)

@@ -1,0 +1,1 @@
+"""Choosing and measuring layouts: the calibration spaces and their measurement."""

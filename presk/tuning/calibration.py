@@ -1,0 +1,454 @@
+"""Measuring kernels for the cost models: the calibration spaces and the timed samples they give.
+
+A calibration times kernels natively and records, for every kernel a point
+launches, its measured time beside its quantities (`presk.cost.terms`), so
+that `presk.cost.fit` can fit a profile's constants and `presk refit` can fit
+them again, under other forms or rules, without measuring anything.
+
+What is measured. Each point is lowered through the real pipeline
+(`presk.pipeline.lower`) with its layout and compiled; its host program is
+called once untimed (the first launch of each kernel includes its
+compilation and its cold caches, and is dropped), then until it has been
+called `MIN_CALLS` times and `MIN_SECONDS` have passed, or `MAX_CALLS`
+times. Every launch is timed by itself (`presk.jit.timed.TimedRunner`); a
+kernel's sample is the median of its launches, with their quartiles.
+
+What a space holds. The GEMM at several sizes and two thin products, under
+register tiles that suit this target's register file, loop orders with and
+without k-blocks, one lane and the widest, one worker and all of them; and
+a few kernels that are not contractions (an elementwise chain, an
+exponential, a row sum, a softmax) at sizes from L1 to memory, so that the
+roofline's memory terms and the transcendental weight have samples that
+bind them. The shapes of the programs the cost model is judged on (the
+corpus: attention, the GPT's products) are never in a space.
+
+Resuming. Every point has a key (program, entry, sizes, type, layout).
+Samples are appended as each point finishes (`presk.cost.profile`), and a
+calibration into a file that already holds a point's samples skips that
+point, so an interrupted run loses at most the point it was measuring.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from itertools import combinations, permutations
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from presk import sizes
+from presk.cost.profile import Sample
+from presk.cost.quantities import kernel_terms
+from presk.cost.terms import RULES, MachineDesc
+from presk.diagnostics import PreskError
+from presk.dialects.psk_kernel import KernelOp
+from presk.dialects.psk_realize_layout import TILE_COLS
+from presk.interp.inputs import make_inputs
+from presk.interp.reference import find_entry
+from presk.ir.context import presk_context
+from presk.ir.parse import parse_module
+from presk.jit.executor import HostProgram, flatten_inputs
+from presk.jit.timed import TimedRunner
+from presk.passes.vectorize import tile_registers
+from presk.pipeline import lower
+from presk.plans import parse_plan
+from presk.target import Machine
+
+__all__ = [
+    "CALIBRATION_PROGRAM",
+    "MAX_CALLS",
+    "MIN_CALLS",
+    "MIN_SECONDS",
+    "SPACES",
+    "Point",
+    "Progress",
+    "kernel_samples",
+    "measure_point",
+    "operation_count",
+    "parse_budget",
+    "rule_sets",
+    "run_space",
+    "space",
+]
+
+MIN_CALLS = 3
+"""Timed calls of a point at least, after the dropped first one."""
+MIN_SECONDS = 0.05
+"""Timed calls go on until this much time has passed (or `MAX_CALLS`): a microsecond kernel gets many launches."""
+MAX_CALLS = 25
+
+CALIBRATION_PROGRAM = """
+!A = !psk_core.tensor<[i: I, k: K]>
+!B = !psk_core.tensor<[k2: K, j: J]>
+!C = !psk_core.tensor<[i: I, j: J]>
+!V = !psk_core.tensor<[r: R, c: M]>
+!W = !psk_core.tensor<[r: R]>
+!Mk = !psk_core.index<[r: R, r2: R], 2>
+func.func @gemm(%a: !A, %b: !B) -> !C {
+  %0 = psk_core.dot %a, %b : !C
+  func.return %0 : !C
+}
+func.func @chain(%x: !V, %y: !V) -> !V {
+  %0 = psk_core.mul %x, %y : !V
+  %1 = psk_core.add %0, %x : !V
+  func.return %1 : !V
+}
+func.func @exp(%x: !V) -> !V {
+  %0 = psk_core.exp %x : !V
+  func.return %0 : !V
+}
+func.func @rowsum(%x: !V) -> !W {
+  %0 = psk_core.sum %x [c] : !W
+  func.return %0 : !W
+}
+func.func @softmax(%x: !V) -> !V {
+  %0 = psk_core.softmax %x [c] : !V
+  func.return %0 : !V
+}
+func.func @mask() -> !Mk {
+  %0 = psk_core.causal_mask : !Mk
+  func.return %0 : !Mk
+}
+"""
+"""The programs a calibration measures: a GEMM of any shape, and five nests that are not contractions
+(the last writes integers, as a causal mask or an index range does: its group is `i64`)."""
+
+
+NEST_LETS = {"chain": 1}
+"""The let of each entry's one nest where it is not %0: `chain`'s group is rooted at its add."""
+
+
+@cache
+def _calibration_module() -> ModuleOp:
+    return parse_module(presk_context(), CALIBRATION_PROGRAM, "<calibration>").module
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measurement: an entry of the calibration program at sizes, in a type, under a layout of its nest."""
+
+    entry: str
+    sizes: tuple[tuple[str, int], ...]
+    dtype: str
+    layout: tuple[tuple[str, Any], ...] = ()
+    """The layout of the entry's one nest (`<entry>/%0`, `NEST_LETS`), as plan JSON; () is the default layout."""
+
+    @property
+    def key(self) -> str:
+        return json.dumps({"entry": self.entry, "sizes": dict(self.sizes), "dtype": self.dtype,
+                           "layout": _thaw(dict(self.layout))}, sort_keys=True)  # fmt: skip
+
+    def plan(self) -> dict[str, Any]:
+        plan: dict[str, Any] = {"realization": self.dtype}
+        if self.layout:
+            plan["layout"] = {f"{self.entry}/%{NEST_LETS.get(self.entry, 0)}": _thaw(dict(self.layout))}
+        return plan
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        if value and all(isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in value):
+            return {k: _thaw(v) for k, v in value}
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _point(entry: str, dims: dict[str, int], dtype: str, layout: dict[str, Any] | None = None) -> Point:
+    return Point(entry, tuple(sorted(dims.items())), dtype, _freeze(layout or {}))
+
+
+# --------------------------------------------------------------------------
+# The spaces.
+
+
+@dataclass(frozen=True)
+class GemmShapes:
+    """The GEMMs of a space and which of them are too slow for scalar tiles or for one worker."""
+
+    square: tuple[int, ...]
+    thin: tuple[tuple[int, int, int], ...]
+    """(I, K, J) of products bound by other terms than the square ones."""
+    scalar_up_to: int
+    """Scalar tiles (one lane) only where every axis is at most this (they run at a tenth of the vector rate)."""
+    one_worker_up_to: int
+    """One worker only up to this size: beyond, the one-worker points cost most of the calibration's time."""
+    orders: tuple[tuple[Any, str], ...]
+    tiles: int
+    """How many register tiles of the ladder (`_tile_ladder`)."""
+
+
+_ORDERS_FULL: tuple[tuple[Any, str], ...] = (
+    ("none", "IJ"), ("none", "JI"), *((128, "".join(p)) for p in permutations("IJK")), (32, "IJK"), (32, "KIJ"),
+)  # fmt: skip
+_ORDERS_SMALL: tuple[tuple[Any, str], ...] = (("none", "IJ"), ("none", "JI"), (32, "IJK"), (32, "KIJ"))
+
+SPACES: dict[str, GemmShapes] = {
+    "calib": GemmShapes(
+        square=(256, 512, 1024, 2048), thin=((16, 4096, 4096), (4096, 4096, 16)),
+        scalar_up_to=512, one_worker_up_to=1024, orders=_ORDERS_FULL, tiles=5,
+    ),
+    "calib-small": GemmShapes(
+        square=(64, 128, 256), thin=((16, 512, 512), (512, 512, 16)),
+        scalar_up_to=256, one_worker_up_to=256, orders=_ORDERS_SMALL, tiles=3,
+    ),
+}  # fmt: skip
+"""`calib`, the calibration a profile is fitted on (about 20 minutes on 2 cores), and
+`calib-small`, the same kinds of points in about a minute (CI, first use)."""
+
+_VECTOR_SIZES = {"calib": (1 << 12, 1 << 16, 1 << 20, 1 << 23), "calib-small": (1 << 10, 1 << 14, 1 << 18)}
+"""Elements of the non-contraction nests: inside L1, L2, L3 and beyond (32 MiB and 64 MiB a buffer)."""
+
+
+def _tile_ladder(machine: Machine, dtype: str, count: int) -> list[list[int]]:
+    """Register tiles from one row to the largest the registers hold, `count` of them.
+
+    At L lanes: [1, L], [2, L], [4, L], [4, 2L], then the tile of most
+    accumulators that fits the vector registers at 2L columns (BLIS's
+    micro-kernel shape: [6, 16] in 8 lanes on 16 registers, [8, 32] in 16
+    on 32). bf16 has no lanes and takes the f32 ladder's shapes at 8.
+    """
+    lanes = machine.register_width(dtype) if dtype != "bf16" else 8
+    lanes = min(max(lanes, 4), max(TILE_COLS) // 2)
+    rows = max(r for r in (1, 2, 4, 6, 8) if tile_registers((r, 2 * lanes), lanes) <= machine.vector_registers)
+    ladder = [[1, lanes], [2, lanes], [4, lanes], [4, 2 * lanes], [rows, 2 * lanes]]
+    unique = list(dict.fromkeys(tuple(tile) for tile in ladder))
+    return [list(tile) for tile in unique[-count:]] if count < len(unique) else [list(t) for t in unique]
+
+
+def _split(order: str, workers: int, all_workers: int) -> Any:
+    """One worker: no split. All: the outermost parallel block loop (a K-outer order's I or J)."""
+    if workers == 1:
+        return "none"
+    return {"depth": len(order) - len(order.lstrip("K")), "workers": all_workers}
+
+
+def _gemm_points(shapes: GemmShapes, machine: Machine, dtypes: Sequence[str]) -> Iterator[Point]:
+    all_workers = machine.workers()
+    worker_counts = tuple(dict.fromkeys((1, all_workers)))
+    dims = [(n, n, n) for n in shapes.square] + list(shapes.thin)
+    for dtype in dtypes:
+        widest = machine.register_width(dtype)
+        for i, k, j in dims:
+            largest = max(i, k, j)
+            for tile in _tile_ladder(machine, dtype, shapes.tiles):
+                for lanes in dict.fromkeys((widest, 1)):
+                    if lanes == 1 and largest > shapes.scalar_up_to and widest > 1:
+                        continue
+                    for kblock, order in shapes.orders:
+                        for workers in worker_counts:
+                            if workers == 1 and largest > shapes.one_worker_up_to and all_workers > 1:
+                                continue
+                            layout = {"tile": tile, "kblock": kblock, "order": order, "lanes": lanes,
+                                      "split": _split(order, workers, all_workers)}  # fmt: skip
+                            yield _point("gemm", {"I": i, "K": k, "J": j}, dtype, layout)
+                            if tile == _tile_ladder(machine, dtype, 1)[0] and lanes == widest and workers == all_workers:
+                                yield _point("gemm", {"I": i, "K": k, "J": j}, dtype, {**layout, "pack": True})
+
+
+def _vector_points(kind: str, machine: Machine, dtypes: Sequence[str]) -> Iterator[Point]:
+    all_workers = machine.workers()
+    for dtype in dtypes:
+        for elements in _VECTOR_SIZES[kind]:
+            rows, cols = elements // 256, 256
+            for entry in ("chain", "exp", "rowsum", "softmax"):
+                for workers in dict.fromkeys((1, all_workers)):
+                    split = "none" if workers == 1 else {"depth": 0, "workers": workers}
+                    yield _point(entry, {"R": rows, "M": cols}, dtype, {"split": split})
+    # Integer outputs have one group whatever the realization: measured once, at a square of each size.
+    for elements in _VECTOR_SIZES[kind]:
+        side = math.isqrt(elements)
+        for workers in dict.fromkeys((1, all_workers)):
+            split = "none" if workers == 1 else {"depth": 0, "workers": workers}
+            yield _point("mask", {"R": side}, "f64", {"split": split})
+
+
+def space(kind: str, machine: Machine, dtypes: Sequence[str] = ("f32", "f64", "bf16")) -> list[Point]:
+    """The points of calibration space `kind` (`SPACES`) on `machine`, in the order they are measured."""
+    if kind not in SPACES:
+        raise PreskError("E4001", f"--space {kind}: expected one of {', '.join(SPACES)}")
+    gemm_dtypes = [d for d in dtypes if d != "bf16"]
+    points = list(_vector_points(kind, machine, dtypes)) + list(_gemm_points(SPACES[kind], machine, gemm_dtypes))
+    if "bf16" in dtypes:
+        # bf16 computes in f32 one element at a time: its GEMMs are scalar and small.
+        small = GemmShapes((128, 256), (), 256, 256, (("none", "IJ"), ("none", "JI")), 3)
+        points += list(_gemm_points(small, machine, ["bf16"]))
+    return points
+
+
+# --------------------------------------------------------------------------
+# Measuring.
+
+
+def rule_sets() -> list[str]:
+    """Every subset of the cost rules, as profiles key them: "" and the names sorted, joined by commas."""
+    return [",".join(sorted(subset)) for n in range(len(RULES) + 1) for subset in combinations(RULES, n)]
+
+
+def operation_count(kernel: KernelOp) -> int:
+    """The operations a kernel's text holds, its loops not unrolled: a count that knows no shape.
+
+    It is the predictor a cost without a profile would be, kept beside the
+    measured time so that a calibration reports how much better W and the
+    fitted model rank the kernels than counting does."""
+    return sum(1 for op in kernel.walk() if op.name not in ("arith.constant", "scf.yield") and op is not kernel)
+
+
+def _inputs(module: ModuleOp, entry: str, env: dict[str, int], seed: int) -> list[np.ndarray]:
+    return flatten_inputs(make_inputs(find_entry(module, entry), env, seed))
+
+
+def kernel_samples(
+    kernels: ModuleOp,
+    leaves: Sequence[Any],
+    runner: Any,
+    desc: MachineDesc,
+    describe: dict[str, Any],
+    min_calls: int = MIN_CALLS,
+    min_seconds: float = MIN_SECONDS,
+    max_calls: int = MAX_CALLS,
+) -> list[Sample]:
+    """Time every launch of a lowered program and give one sample per kernel (see the module docstring).
+
+    `describe` is copied into every sample (what was measured: entry,
+    sizes, type, layout); the sample adds the kernel's name, launches per
+    call, workers, median seconds, quartiles, operation count, and its
+    quantities under every rule set."""
+    timed = TimedRunner(runner)
+    host = HostProgram(kernels, timed)
+    prepared = host.prepare_inputs(leaves)
+    host(prepared)
+    for times in timed.samples.values():
+        times.clear()
+    calls, start = 0, time.perf_counter()
+    while calls < max_calls and (calls < min_calls or time.perf_counter() - start < min_seconds):
+        host(prepared)
+        calls += 1
+    samples = []
+    for name, times in timed.samples.items():
+        if not times:
+            continue
+        kernel, workers = timed.kernels[name], timed.workers[name]
+        quartiles = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
+        terms = {rules: kernel_terms(kernel, desc, workers, frozenset(filter(None, rules.split(","))))
+                 for rules in rule_sets()}  # fmt: skip
+        extra = {**describe, "kernel": name, "launches": len(times) // max(calls, 1), "workers": workers}
+        samples.append(Sample(terms, statistics.median(times), (quartiles[0], quartiles[2]),
+                              operation_count(kernel), extra))  # fmt: skip
+    return samples
+
+
+def measure_point(point: Point, runner: Any, desc: MachineDesc, seed: int = 0) -> list[Sample]:
+    """The samples of one calibration point (a `PreskError` if its layout is refused, E7002)."""
+    module = _calibration_module()
+    env = sizes.resolve(module, {}, dict(point.sizes))
+    kernels = lower(module, point.entry, env, parse_plan(point.plan(), "calibration"))
+    describe = {"key": point.key, "entry": point.entry, "sizes": dict(point.sizes), "dtype": point.dtype,
+                "layout": _thaw(dict(point.layout))}  # fmt: skip
+    return kernel_samples(kernels, _inputs(module, point.entry, env, seed), runner, desc, describe)
+
+
+# --------------------------------------------------------------------------
+# Progress.
+
+
+@dataclass
+class Progress:
+    """A one-line progress bar with an ETA on stderr (when it is a terminal), and a time budget."""
+
+    total: int
+    budget_s: float | None = None
+    label: str = "calibrating"
+    stream: Any = field(default_factory=lambda: sys.stderr)
+    start: float = field(default_factory=time.perf_counter)
+    done: int = 0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def over_budget(self) -> bool:
+        return self.budget_s is not None and self.elapsed() >= self.budget_s
+
+    def step(self, note: str = "") -> None:
+        self.done += 1
+        if not self.stream.isatty():
+            return
+        elapsed = self.elapsed()
+        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        bar = "#" * (self.done * 30 // max(self.total, 1))
+        self.stream.write(f"\r{self.label} [{bar:<30}] {self.done}/{self.total} {_clock(elapsed)} "
+                          f"ETA {_clock(eta)} {note[:40]:<40}")  # fmt: skip
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.stream.isatty():
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}:{secs:02d}"
+
+
+def parse_budget(text: str) -> float:
+    """`90s`, `20m`, `1.5h` or a number of seconds."""
+    scale = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(text[-1:].lower())
+    number = text[:-1] if scale else text
+    try:
+        value = float(number) * (scale or 1.0)
+    except ValueError:
+        raise PreskError("E4001", f"--budget {text}: expected a time such as 90s, 20m or 1.5h") from None
+    if value <= 0:
+        raise PreskError("E4001", f"--budget {text}: expected a positive time")
+    return value
+
+
+def run_space(
+    points: Iterable[Point],
+    done: set[str],
+    runner: Any,
+    desc: MachineDesc,
+    record: Callable[[list[Sample]], None],
+    progress: Progress,
+) -> tuple[int, int, bool]:
+    """Measure every point not in `done`, handing each point's samples to `record` as soon as it has them.
+
+    Returns (points measured, points refused, whether the budget stopped it)."""
+    measured = refused = 0
+    for point in points:
+        if point.key in done:
+            progress.step("(already measured)")
+            continue
+        if progress.over_budget():
+            return measured, refused, True
+        try:
+            samples = measure_point(point, runner, desc)
+        except PreskError as error:
+            if error.code != "E7002":
+                raise
+            refused += 1
+            progress.step("(refused)")
+            continue
+        record(samples)
+        done.add(point.key)
+        measured += 1
+        progress.step(f"{point.entry} {point.dtype} {dict(point.sizes)}")
+    return measured, refused, False

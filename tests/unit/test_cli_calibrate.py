@@ -1,0 +1,99 @@
+"""`presk bench --calibrate` and `presk bench --profile` as a user drives them.
+
+The small calibration space runs whole here (about a minute on 2 cores):
+the suite is where `--space calib-small` is shown to run, fit and resume.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from test_cli_run import run
+
+ROOT = Path(__file__).resolve().parents[2]
+MLP = str(ROOT / "corpus" / "mlp.mlir")
+LAYERNORM = str(ROOT / "corpus" / "layernorm.mlir")
+
+
+@pytest.fixture(scope="module")
+def small_profile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    path = tmp_path_factory.mktemp("profile") / "P.json"
+    code, out, err = run("bench", "--calibrate", str(path), "--space", "calib-small")
+    assert code == 0, err
+    return path, out
+
+
+def test_the_small_space_calibrates_a_profile(small_profile: tuple[Path, str]) -> None:
+    path, out = small_profile
+    data = json.loads(path.read_text())
+    assert data["fitted_samples"] > 300
+    assert data["model"]["load_term"] == "group" and data["model"]["combine"] == "pnorm"
+    # The fit reports its uncertainty and ranks the samples far better than counting operations does.
+    assert re.search(r"u = [0-9.]+%", out)
+    spearman = data["spearman"]
+    assert spearman["model"] > spearman["counts"] and spearman["model"] > 0.9
+    assert path.with_name("P.samples.jsonl").stat().st_size > 0
+
+
+def test_a_second_calibration_resumes_and_measures_nothing_twice(small_profile: tuple[Path, str]) -> None:
+    path, _ = small_profile
+    before = len(path.with_name("P.samples.jsonl").read_text().splitlines())
+    code, out, err = run("bench", "--calibrate", str(path), "--space", "calib-small")
+    assert code == 0, err
+    assert re.search(r"measured 0 points .* [1-9][0-9]* measured before", out), out
+    assert len(path.with_name("P.samples.jsonl").read_text().splitlines()) == before
+
+
+def test_an_entry_extends_the_samples(small_profile: tuple[Path, str], tmp_path: Path) -> None:
+    path, _ = small_profile
+    copy = tmp_path / "Q.json"
+    copy.write_text(path.read_text())
+    copy.with_name("Q.samples.jsonl").write_text(path.with_name("P.samples.jsonl").read_text())
+    before = json.loads(copy.read_text())["fitted_samples"]
+    code, out, err = run("bench", MLP, "--entry", "mse", "--dim", "B=4", "--rounds", "3", "--calibrate", str(copy))
+    assert code == 0, err
+    assert "kernels measured into" in out
+    assert json.loads(copy.read_text())["fitted_samples"] > before
+
+
+def test_a_profile_judges_an_entry_it_never_saw(small_profile: tuple[Path, str]) -> None:
+    path, _ = small_profile
+    code, out, err = run("bench", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=8", "--dim", "T=64",
+                         "--realize", "f32", "--rounds", "3", "--profile", str(path))  # fmt: skip
+    assert code == 0, err
+    assert "| kernel | workers | measured µs | predicted µs | ratio | binding term |" in out
+    assert re.search(r"Spearman against the measured times: counts \S+, work \S+, model \S+", out)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["bench", "--space", "calib-small"], "E4001", "--space names what --calibrate P.json measures"),
+        (["bench", MLP, "--entry", "mse", "--calibrate", "P.json", "--space", "calib-small"], "E4001", "give no FILE"),
+        (["bench", "--calibrate", "P.json"], "E4001", "presk bench needs FILE and --entry"),
+        (["bench", "--calibrate", "P.json", "--space", "calib-small", "--budget", "soon"], "E4001", "--budget soon"),
+        (["bench", "--calibrate", "P.json", "--space", "calib-small", "--space-types", "f16"], "E4001", "--space-types"),
+        (["bench", MLP, "--entry", "mse", "--budget", "1m"], "E4001", "--budget and --space-types go with"),
+    ],
+)
+def test_misuse_is_a_clear_error(argv: list[str], code: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    status, _, err = run(*argv)
+    assert status == 1
+    assert f"error: {code}" in err and message in err, err
+    assert "Traceback" not in err
+
+
+def test_a_profile_of_another_machine_is_not_extended(small_profile: tuple[Path, str], tmp_path: Path) -> None:
+    path, _ = small_profile
+    other = tmp_path / "other.json"
+    data = json.loads(path.read_text())
+    data["machine"] = "aarch64-unknown-linux-gnu|neoverse-v2|...|cores=64"
+    other.write_text(json.dumps(data))
+    status, _, err = run("bench", "--calibrate", str(other), "--space", "calib-small", "--space-types", "f64")
+    assert status == 1
+    assert "error: E8001" in err and "measured on another machine" in err
