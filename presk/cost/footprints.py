@@ -34,14 +34,36 @@ access whose loops do not walk that axis brings a line per element.
 
 Accesses that differ only by constants (a register tile's `C[4i + r, 16j + c]`)
 are kept as one `Family`, so a footprint costs in the number of families.
+
+Under the rule `sets` a footprint also answers where its lines fall in a
+cache's sets (`set_load`). Each interval keeps the step of its indices
+(the gcd of the free loops' coefficients; merged intervals take the gcd of
+their steps and of their offsets), so an outer axis of a box is a walk of
+its distinct indices at a byte stride of step × the axis's row-major
+stride, and the last axis is a run of whole lines, as under `lines` (its
+span; several runs walk like one more axis). A box whose rows leave no gap
+holds consecutive lines and needs ⌈lines / S⌉ of every set. Otherwise the
+row starts' offsets modulo one way (S sets × the line) are enumerated when
+there are at most `ENUMERATED_ROWS` of them, each axis counted up to its
+period, or else counted by the bound min(Π rows, way / gcd(strides, way));
+the sets used are the union of each row's c lines from its offset, and the
+busiest set needs ⌈lines / sets used⌉, lines being the rows' lines (at most
+the lines the box spans). This is exact for one walk of a stride a
+multiple of the line (a column of a row-major matrix: rows 4 KiB apart in
+an L1 of 4 KiB per way all need the same set) and an average otherwise;
+the boxes are those of the byte count, before it is capped by its
+accesses' own sizes (two accesses on a diagonal count their whole box).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from math import gcd
 
-__all__ = ["Access", "Affine", "Family", "Index", "Opaque", "families", "footprint_bytes"]
+__all__ = [
+    "Access", "Affine", "Box", "Family", "Index", "Opaque", "SetGeometry", "families", "footprint_bytes", "set_load",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +150,9 @@ def families(accesses: Iterable[Access]) -> list[Family]:
     return out
 
 
-_Interval = tuple[int, int, int]
-"""(low, high, distinct indices) of one access along one axis."""
+_Interval = tuple[int, int, int, int]
+"""(low, high, distinct indices, step) of one access along one axis: its indices lie on
+low + step·m (step 0: one index; the lanes of the last axis widen it, not its step)."""
 
 
 def _axis(index: Index, free: frozenset[int], trips: Sequence[int], dim: int, extra: int) -> tuple[object, _Interval]:
@@ -137,6 +160,7 @@ def _axis(index: Index, free: frozenset[int], trips: Sequence[int], dim: int, ex
     if type(index) is Affine:
         low = high = index.const
         count = 1
+        step = 0
         fixed: list[tuple[int, int]] = []
         for loop, coef in index.coefs:
             if loop in free:
@@ -146,13 +170,15 @@ def _axis(index: Index, free: frozenset[int], trips: Sequence[int], dim: int, ex
                 else:
                     low += span
                 count *= trips[loop]
+                if trips[loop] > 1:
+                    step = gcd(step, coef)
             else:
                 fixed.append((loop, coef))
-        return tuple(fixed), (low, high + extra, count * (extra + 1))
+        return tuple(fixed), (low, high + extra, count * (extra + 1), step)
     assert isinstance(index, Opaque)
     if index.deps & free:
-        return "whole", (0, dim - 1, dim)
-    return ("opaque", index.key), (0, extra, extra + 1)
+        return "whole", (0, dim - 1, dim, 1)
+    return ("opaque", index.key), (0, extra, extra + 1, 0)
 
 
 def _round(nbytes: int, line: int) -> int:
@@ -163,8 +189,8 @@ def _merged(intervals: set[_Interval], dim: int) -> list[tuple[int, int]]:
     """Merged intervals along one axis: (extent, distinct indices), each cut to the axis's extent."""
     ordered = sorted(intervals)
     out: list[tuple[int, int]] = []
-    low, high, count = ordered[0]
-    for lo, hi, n in ordered[1:]:
+    low, high, count, _ = ordered[0]
+    for lo, hi, n, _ in ordered[1:]:
         if lo <= high + 1:
             high = max(high, hi)
             count += n
@@ -182,11 +208,14 @@ def footprint_bytes(
     shape: Sequence[int],
     element_bytes: int,
     line: int | None = None,
+    boxes_out: list[Box] | None = None,
 ) -> int:
     """Bytes of one buffer the `accesses` touch while the loops of `free` run and every other loop stays.
 
     `line` (the rule `lines`): the last axis counts whole lines of that many
-    bytes. A rank-0 buffer is one element (one line).
+    bytes. A rank-0 buffer is one element (one line). `boxes_out` (the rule
+    `sets`) receives the box of each group of comparable accesses, for
+    `set_load`.
     """
     rank = len(shape)
     last = rank - 1
@@ -199,9 +228,10 @@ def footprint_bytes(
         single = element_bytes
         for axis, index in enumerate(family.shape):
             dim = shape[axis]
-            key, (low, high, count) = _axis(index, free, trips, dim, family.lanes - 1 if axis == last else 0)
+            key, interval = _axis(index, free, trips, dim, family.lanes - 1 if axis == last else 0)
+            low, high, count, _ = interval
             keys.append(key)
-            boxes.append((low, high, count))
+            boxes.append(interval)
             extent = min(high - low + 1, dim)
             if line and axis == last:
                 single = single // element_bytes * _round(extent * element_bytes, line)
@@ -212,8 +242,8 @@ def footprint_bytes(
         group = groups.get(tuple(keys))
         if group is None:
             group = groups[tuple(keys)] = ([set() for _ in range(rank)], [])
-        for axis, (low, high, count) in enumerate(boxes):
-            group[0][axis].update((low + o, high + o, count) for o in family.offsets[axis])
+        for axis, (low, high, count, step) in enumerate(boxes):
+            group[0][axis].update((low + o, high + o, count, step) for o in family.offsets[axis])
         group[1].append(single * family.members)
     if not groups:
         return 0
@@ -222,6 +252,8 @@ def footprint_bytes(
         merged = [_merged(intervals, shape[axis]) for axis, intervals in enumerate(per_axis)]
         box = _union_bytes(merged, element_bytes, line)
         total += min(box, sum(singles))
+        if boxes_out is not None:
+            boxes_out.append(per_axis)
     whole = [[(dim, dim)] for dim in shape]
     return min(total, _union_bytes(whole, element_bytes, line))
 
@@ -236,3 +268,163 @@ def _union_bytes(merged: list[list[tuple[int, int]]], element_bytes: int, line: 
     if line:
         return elements * sum(_round(extent * element_bytes, line) for extent, _ in merged[-1])
     return elements * sum(count for _, count in merged[-1]) * element_bytes
+
+
+# --------------------------------------------------------------------------- cache sets (the rule `sets`)
+
+
+_Progression = tuple[int, int, int, int]
+"""(low, extent, distinct indices, step) of a merged interval along one axis."""
+Box = list[set[_Interval]]
+"""One group's box: per axis, the intervals of its accesses (merged when `set_load` asks)."""
+
+ENUMERATED_ROWS = 4096
+"""Up to this many row starts (per axis, at most one period of the cache), their sets are
+enumerated; beyond it the distinct set offsets are bounded by the gcd of the strides."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetGeometry:
+    """A cache level's sets as one worker sees them: `sets` sets of `line`-byte lines, `ways` each.
+
+    `ways` is the level's associativity divided among the workers sharing it
+    (a float): a worker of two on a shared L3 keeps half of each set.
+    """
+
+    sets: int
+    line: int
+    ways: float
+
+
+def _progressions(intervals: set[_Interval], dim: int) -> tuple[_Progression, ...]:
+    """Merged intervals along one axis with the step of their indices (the gcd of their steps and offsets)."""
+    ordered = sorted(intervals)
+    out: list[_Progression] = []
+    low, high, count, step = ordered[0]
+    for lo, hi, n, st in ordered[1:]:
+        if lo <= high + 1:
+            step = gcd(gcd(step, st), lo - low)
+            high = max(high, hi)
+            count += n
+        else:
+            out.append((low, high - low + 1, count, step))
+            low, high, count, step = lo, hi, n, st
+    out.append((low, high - low + 1, count, step))
+    cut: list[_Progression] = []
+    for low, extent, count, step in out:
+        extent = min(extent, dim)
+        low = max(0, min(low, dim - extent))
+        cut.append((low, extent, min(extent, count), step))
+    return tuple(cut)
+
+
+def _positions(progressions: tuple[_Progression, ...]) -> tuple[int, int, int]:
+    """(first index, distinct indices, step) of one axis's merged intervals taken as one progression."""
+    first = progressions[0][0]
+    step = 0
+    n = 0
+    for low, extent, count, st in progressions:
+        if extent == 1:  # one index: only its place says anything of the step
+            n += 1
+            step = gcd(step, low - first)
+            continue
+        st = st or 1
+        n += min(count, (extent - 1) // st + 1)
+        step = gcd(gcd(step, st), low - first)
+    return first, n, step or 1
+
+
+def _box_load(intervals: Box, shape: Sequence[int], element_bytes: int, geometry: SetGeometry) -> tuple[int, int]:
+    """(lines the busiest set of the box needs, lines of the box) at `geometry`."""
+    sets, line = geometry.sets, geometry.line
+    rank = len(shape)
+    if rank == 0:
+        return 1, 1
+    box = [_progressions(per_axis, shape[axis]) for axis, per_axis in enumerate(intervals)]
+    stride = element_bytes
+    strides = [0] * rank
+    for axis in range(rank - 1, -1, -1):
+        strides[axis] = stride
+        stride *= shape[axis]
+    # Rows are the runs along the last axis; the outer axes (and several runs) place them.
+    start = 0
+    rows = 1
+    hull = 0
+    walks: list[tuple[int, int]] = []  # (row starts along an axis, byte stride between them)
+    for axis in range(rank - 1):
+        first, n, step = _positions(box[axis])
+        start += first * strides[axis]
+        if n > 1:
+            walks.append((n, step * strides[axis]))
+            rows *= n
+            hull += (n - 1) * step * strides[axis]
+    runs = box[-1]
+    width = max(extent for _, extent, _, _ in runs) * element_bytes
+    start += runs[0][0] * element_bytes
+    if len(runs) > 1:
+        first, n, step = runs[0][0], len(runs), 0
+        for low, _, _, _ in runs[1:]:
+            step = gcd(step, low - first)
+        walks.append((n, step * element_bytes))
+        rows *= n
+        hull += (runs[-1][0] - first) * element_bytes
+    hull += width
+    phase = start % line
+    hull_lines = -(-(phase + hull) // line)
+    if rows * width >= hull:  # no gap: consecutive lines, spread evenly over the sets
+        return -(-hull_lines // sets), hull_lines
+    aligned = gcd(line, *(d for _, d in walks))
+    per_row = -(-(phase + width) // line) if aligned == line else -(-(width + line - gcd(aligned, phase)) // line)
+    lines = min(rows * per_row, hull_lines)
+    used = _sets_used(walks, phase, per_row, sets, line)
+    return -(-lines // used), lines
+
+
+def _sets_used(walks: list[tuple[int, int]], phase: int, per_row: int, sets: int, line: int) -> int:
+    """How many sets the rows' lines fall on: rows of `per_row` lines, starts the sums of the walks."""
+    way = sets * line
+    periods = [(min(n, way // gcd(d, way)), d) for n, d in walks]
+    product = 1
+    for n, _ in periods:
+        product *= n
+    if product <= ENUMERATED_ROWS:
+        residues = {phase}
+        for n, d in periods:
+            residues = {(r + m * d) % way for r in residues for m in range(n)}
+        starts = sorted({r // line for r in residues})
+        if len(starts) == 1:
+            return min(per_row, sets)
+        used = 0
+        for here, there in zip(starts, starts[1:] + [starts[0] + sets]):
+            used += min(per_row, there - here)
+        return min(used, sets)
+    spacing = gcd(way, *(d for _, d in periods))
+    offsets = min(product, way // spacing)
+    if spacing >= line:
+        return min(sets, offsets * min(per_row, spacing // line))
+    return min(sets, max(per_row, -(-offsets * spacing // line)))
+
+
+def combined_load(loads: Iterable[tuple[int, int]], sets: int) -> int:
+    """Lines the busiest set needs for several footprints given as (busiest set, lines) each.
+
+    Where each one's lines fall relative to the others' is not known (their
+    buffers' addresses, or how two unrelated groups of accesses interleave):
+    the busiest set of each is taken to receive, besides its own lines, the
+    others' lines spread evenly over all the sets, and the worst of these is
+    the load. A footprint concentrated on a few sets so stays concentrated,
+    and many small ones do not add up to a conflict.
+    """
+    pairs = list(loads)
+    if len(pairs) == 1:
+        return pairs[0][0]
+    total = sum(lines for _, lines in pairs)
+    return max((load + -(-(total - lines) // sets) for load, lines in pairs), default=0)
+
+
+def set_load(boxes: Sequence[Box], shape: Sequence[int], element_bytes: int, geometry: SetGeometry) -> tuple[int, int]:
+    """(lines the busiest set needs, lines) of one buffer's footprint given as `boxes` (`footprint_bytes`)."""
+    loads = [_box_load(box, shape, element_bytes, geometry) for box in boxes]
+    if not loads:
+        return 0, 0
+    return combined_load(loads, geometry.sets), sum(lines for _, lines in loads)

@@ -19,6 +19,12 @@ rule and 0.8 ms with all three; the scalar [1, 1] tile 0.4 ms; [6, 16] in
 8 lanes 0.9 ms; the largest tile in one lane, [8, 32] (256 running sums,
 296 accesses), 4.5–5 ms. Every kernel of the course GPT's three entries in
 f64, f32 and bf16 takes under 3 ms (its softmax, 24 loops, the slowest).
+The rule `sets` (this machine's three levels with their ways), measured in
+one process before and after it was added (load about 0.5), f64 at
+N = 1024: the packed [4, 32] tile in 8 lanes, k-block 128, 1.07 ms with
+`lines`, `shared`, `overhead` and 1.18 ms with the four rules (0.95–0.99 ms
+with none, before and after); the unpacked [4, 16] tile in 8 lanes, order
+JI, 0.79 ms and 0.98 ms; the scalar tile 0.50 ms and 0.67 ms.
 
 The choices the specification leaves open, as made here:
 
@@ -67,10 +73,29 @@ The choices the specification leaves open, as made here:
   the first iteration, then what each next one adds, which for footprints
   that are boxes sums to the footprint of the whole loop; so that loop
   brings its own footprint once per execution.
+  Under `sets`, a footprint fits a level only if, besides its bytes, its
+  lines spread over the level's S = size / (line · ways) sets so that
+  none needs more lines than the level has ways (`presk.cost.footprints`,
+  `set_load`): a box's rows (its runs along the last axis, c lines each)
+  start at byte offsets that are sums of its outer axes' walks (e_a rows
+  at stride d_a); their set offsets modulo the way size S · line are
+  enumerated when at most 4096 (each axis counted up to its period
+  S · line / gcd(d_a, S · line)), and bounded by the gcd of the strides
+  otherwise; the sets used are the union of the c-line runs from those
+  offsets (at most min(S, offsets · c)), and the busiest set needs
+  ⌈lines / sets used⌉ lines; a box with no gap (contiguous lines) needs
+  ⌈lines / S⌉. Several footprints together (a buffer's groups of accesses
+  that are not comparable, and all buffers under `shared`) are placed by
+  `combined_load`: the busiest set of each takes the others' lines spread
+  evenly over the S sets, since where one buffer lies from another is not
+  known. A level whose ways are 0 (not known) is taken as fully
+  associative, as without the rule; the rule changes when a footprint
+  fits, never how many bytes it brings.
   Q_L2 is this traffic against L1's capacity, Q_L3 against L2's, Q_mem
   against L3's. A level shared by several CPUs (`shared_by`) gives each
-  worker `size / min(workers, shared_by)`; a level the description lacks
-  holds what the next inner one holds (a missing L1 holds nothing, so
+  worker `size / min(workers, shared_by)` and, under `sets`, that share
+  of each set's ways (the sets stay the level's); a level the description
+  lacks holds what the next inner one holds (a missing L1 holds nothing, so
   every access is brought each time it executes). The traffic is the
   worker's own (the models multiply the shared levels' by p).
 * **Lanes, dtype.** The widest vector of the kernel (1: scalar); the element
@@ -98,7 +123,9 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from presk.analysis import constant_int, split_loop, trip_count
-from presk.cost.footprints import Access, Affine, Family, Index, Opaque, families, footprint_bytes
+from presk.cost.footprints import (
+    Access, Affine, Box, Family, Index, Opaque, SetGeometry, combined_load, families, footprint_bytes, set_load,
+)  # fmt: skip
 from presk.cost.terms import RULES, KernelTerms, MachineDesc
 from presk.dialects.psk_kernel import KernelOp
 
@@ -414,14 +441,22 @@ def _spill(walk: _Walk, runs: list[int], registers: int) -> float:
 
 
 class _Footprints:
-    """Footprints per (loop, scope, buffer), computed once: the three levels ask for the same ones."""
+    """Footprints per (loop, scope, buffer), computed once: the three levels ask for the same ones.
+
+    Under the rule `sets` each footprint keeps its boxes too, and its load on
+    each level's sets is computed once per level, when its bytes fit.
+    """
 
     LOOP, ITERATION, OWN = 0, 1, 2
 
-    def __init__(self, walk: _Walk, shapes: list[tuple[int, ...]], sizes: list[int], line: int | None) -> None:
+    def __init__(
+        self, walk: _Walk, shapes: list[tuple[int, ...]], sizes: list[int], line: int | None, sets: bool = False
+    ) -> None:
         self.trips = [loop.trip for loop in walk.loops]
-        self.shapes, self.sizes, self.line = shapes, sizes, line
+        self.shapes, self.sizes, self.line, self.sets = shapes, sizes, line, sets
         self.cache: dict[tuple[int, int, int], int] = {}
+        self.boxes: dict[tuple[int, int, int], list[Box]] = {}
+        self.loads: dict[tuple[int, int, int, int], tuple[int, int]] = {}
 
     def __call__(self, loop: _Loop, scope: int, buffers: Iterable[int]) -> int:
         return sum(self.one(loop, scope, buffer) for buffer in buffers)
@@ -436,25 +471,57 @@ class _Footprints:
         else:
             accesses = loop.inside.get(buffer, [])
             free = loop.subtree if scope == self.LOOP else loop.subtree - {loop.id}
-        value = footprint_bytes(accesses, free, self.trips, self.shapes[buffer], self.sizes[buffer], self.line)
+        boxes: list[Box] | None = [] if self.sets else None
+        value = footprint_bytes(accesses, free, self.trips, self.shapes[buffer], self.sizes[buffer], self.line, boxes)
         self.cache[key] = value
+        if boxes is not None:
+            self.boxes[key] = boxes
         return value
 
+    def set_load(self, loop: _Loop, scope: int, buffer: int, level: int, geometry: SetGeometry) -> tuple[int, int]:
+        """(lines the busiest set needs, lines) of one buffer's footprint on a level's sets."""
+        key = (loop.id, scope, buffer, level)
+        known = self.loads.get(key)
+        if known is None:
+            self.one(loop, scope, buffer)
+            boxes = self.boxes[key[:3]]
+            known = self.loads[key] = set_load(boxes, self.shapes[buffer], self.sizes[buffer], geometry)
+        return known
 
-def _traffic(root: _Loop, footprint: _Footprints, capacity: float, groups: list[list[int]], carry: bool) -> int:
-    """Bytes brought into a cache of `capacity` bytes, each group of buffers walking the loops together."""
+
+@dataclass(frozen=True)
+class _Level:
+    """What one worker may keep in a cache level: bytes, and its sets under the rule `sets` (None: no limit)."""
+
+    level: int
+    capacity: float
+    geometry: SetGeometry | None
+
+
+def _traffic(root: _Loop, footprint: _Footprints, level: _Level, groups: list[list[int]], carry: bool) -> int:
+    """Bytes brought into a cache level, each group of buffers walking the loops together."""
+    capacity, geometry = level.capacity, level.geometry
+
+    def fits(loop: _Loop, scope: int, buffers: list[int], nbytes: int) -> bool:
+        if nbytes > capacity:
+            return False
+        if geometry is None:
+            return True
+        loads = [footprint.set_load(loop, scope, b, level.level, geometry) for b in buffers]
+        return combined_load(loads, geometry.sets) <= geometry.ways
 
     def descend(loop: _Loop, executions: int, buffers: list[int]) -> int:
         buffers = [b for b in buffers if b in loop.inside]
         if not buffers or executions == 0:
             return 0
         whole = footprint(loop, _Footprints.LOOP, buffers)
-        if whole <= capacity:
+        if fits(loop, _Footprints.LOOP, buffers, whole):
             return executions * whole
         iterations = executions * loop.trip
-        if footprint(loop, _Footprints.ITERATION, buffers) <= capacity:
+        one = footprint(loop, _Footprints.ITERATION, buffers)
+        if fits(loop, _Footprints.ITERATION, buffers, one):
             # Consecutive iterations share what stays (under `lines`/`shared`): the loop's footprint, once.
-            return executions * whole if carry else iterations * footprint(loop, _Footprints.ITERATION, buffers)
+            return executions * whole if carry else iterations * one
         total = iterations * footprint(loop, _Footprints.OWN, buffers)
         for child in loop.children:
             total += descend(child, iterations, buffers)
@@ -463,16 +530,24 @@ def _traffic(root: _Loop, footprint: _Footprints, capacity: float, groups: list[
     return sum(descend(root, 1, group) for group in groups)
 
 
-def _capacities(desc: MachineDesc, workers: int) -> tuple[float, float, float]:
-    """Each level's bytes for one worker; a missing level holds what the next inner one holds."""
-    capacities: list[float] = []
-    inner = 0.0
-    for level in (1, 2, 3):
-        cache = desc.cache(level)
+def _levels(desc: MachineDesc, workers: int, sets: bool) -> tuple[_Level, _Level, _Level]:
+    """Each level for one worker; a missing level holds what the next inner one holds.
+
+    A level shared by several workers gives each its share of the bytes and,
+    under `sets`, of the ways of every set (the sets stay the level's).
+    """
+    levels: list[_Level] = []
+    inner = _Level(0, 0.0, None)
+    for number in (1, 2, 3):
+        cache = desc.cache(number)
         if cache is not None:
-            inner = cache.size / max(1, min(workers, cache.shared_by))
-        capacities.append(inner)
-    return capacities[0], capacities[1], capacities[2]
+            share = max(1, min(workers, cache.shared_by))
+            geometry = None
+            if sets and cache.ways > 0 and cache.line > 0 and cache.size % (cache.ways * cache.line) == 0:
+                geometry = SetGeometry(cache.size // (cache.ways * cache.line), cache.line, cache.ways / share)
+            inner = _Level(number, cache.size / share, geometry)
+        levels.append(inner)
+    return levels[0], levels[1], levels[2]
 
 
 def _buffer_facts(kernel: KernelOp) -> tuple[list[tuple[int, ...]], list[int]]:
@@ -542,12 +617,16 @@ def kernel_terms(
 
     nbytes = _whole_bytes(walk, shapes, sizes, share)
 
-    footprint = _Footprints(walk, shapes, sizes, desc.line) if "lines" in rules else plain
+    sets = "sets" in rules
+    if "lines" in rules or sets:
+        footprint = _Footprints(walk, shapes, sizes, desc.line if "lines" in rules else None, sets)
+    else:
+        footprint = plain
     buffers = sorted(walk.root.inside)
     groups = [buffers] if "shared" in rules else [[b] for b in buffers]
     carry = "lines" in rules or "shared" in rules
-    l1, l2, l3 = _capacities(desc, walk.workers)
-    q_l2, q_l3, q_mem = (_traffic(walk.root, footprint, c, groups, carry) for c in (l1, l2, l3))
+    levels = _levels(desc, walk.workers, sets)
+    q_l2, q_l3, q_mem = (_traffic(walk.root, footprint, level, groups, carry) for level in levels)
 
     output = walk.written[0] if walk.written else len(walk.args) - 1
     out_type = walk.args[output].type if walk.args else None

@@ -32,12 +32,13 @@ from presk.target import CacheLevel, Machine
 
 __all__ = ["RULES", "KernelTerms", "MachineDesc", "group_key"]
 
-RULES: tuple[str, ...] = ("lines", "shared", "overhead")
+RULES: tuple[str, ...] = ("lines", "shared", "overhead", "sets")
 """The rules of the planned cost a profile may name, each off by default:
 
 * `lines`: a footprint counts whole cache lines along its contiguous axis;
 * `shared`: a loop is resident when the footprints of all its buffers, summed, fit;
-* `overhead`: each loop iteration weighs one operation of work.
+* `overhead`: each loop iteration weighs one operation of work;
+* `sets`: a footprint fits a level only if no set of it needs more lines than the level has ways.
 """
 
 
@@ -82,7 +83,8 @@ class MachineDesc:
     """
 
     caches: tuple[CacheLevel, ...]
-    """Data caches innermost first: size in bytes of one instance, line, CPUs of the mask sharing it."""
+    """Data caches innermost first: size in bytes of one instance, line, CPUs of the mask sharing it,
+    ways (0: not known)."""
     vector_registers: int
     line: int
     """Bytes of a first-level cache line."""
@@ -98,7 +100,7 @@ class MachineDesc:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "caches": [asdict(cache) for cache in self.caches],
+            "caches": [_cache_json(cache) for cache in self.caches],
             "vector_registers": self.vector_registers,
             "line": self.line,
             "workers": self.workers,
@@ -106,5 +108,16 @@ class MachineDesc:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> MachineDesc:
-        caches = tuple(CacheLevel(**{k: int(c[k]) for k in ("level", "size", "line", "shared_by")}) for c in data["caches"])
+        caches = tuple(
+            CacheLevel(*(int(c[k]) for k in ("level", "size", "line", "shared_by")), int(c.get("ways", 0)))
+            for c in data["caches"]
+        )  # a profile written before "ways" existed: not known
         return MachineDesc(caches, int(data["vector_registers"]), int(data["line"]), int(data["workers"]))
+
+
+def _cache_json(cache: CacheLevel) -> dict[str, int]:
+    """A cache as a profile stores it: "ways" only when known, so that 0 and absent read back alike."""
+    data = asdict(cache)
+    if not cache.ways:
+        del data["ways"]
+    return data

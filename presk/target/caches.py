@@ -2,11 +2,12 @@
 
 Linux publishes each CPU's caches under
 `/sys/devices/system/cpu/cpuN/cache/indexK/` (level, type, size, line,
-the CPUs that share it). The first CPU of the affinity mask stands for all of
+associativity, the CPUs that share it). The first CPU of the affinity mask stands for all of
 them, so that a run pinned to some cores describes those cores; a level's
 sharing counts only the CPUs of the mask, which is what a split's workers
 compete for. Nothing is assumed when the OS says nothing: an unknown level is
-absent, and every rule that reads a cache says what it does without one.
+absent, an unknown associativity is 0, and every rule that reads a cache
+says what it does without one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class CacheLevel:
     """Bytes of its line (`coherency_line_size`)."""
     shared_by: int
     """How many CPUs of this process's affinity mask share one instance (1: private)."""
+    ways: int = 0
+    """Lines of one set (`ways_of_associativity`); 0 when not known, and the rule `sets` of the
+    cost model then takes the level as fully associative."""
 
 
 def _size_bytes(text: str) -> int:
@@ -51,6 +55,26 @@ def _cpu_list(text: str) -> set[int]:
     return cpus
 
 
+def _ways(index: Path, size: int, line: int) -> int:
+    """The level's associativity, or 0 when sysfs does not give one that agrees with its size.
+
+    Some kernels and hypervisors publish no `ways_of_associativity`, or 0 (a
+    fully associative cache, or not known), or a value whose sets × ways ×
+    line is not the size; none of them is a geometry the rule `sets` can use.
+    """
+    try:
+        ways = int((index / "ways_of_associativity").read_text())
+    except (OSError, ValueError):
+        return 0
+    if ways <= 0 or line <= 0 or size % (ways * line):
+        return 0
+    try:
+        sets = int((index / "number_of_sets").read_text())
+    except (OSError, ValueError):
+        return ways
+    return ways if sets <= 0 or sets * ways * line == size else 0
+
+
 def read_caches(cpus: Iterable[int], root: Path = SYSFS_CPU) -> tuple[CacheLevel, ...]:
     """The data and unified caches of the first of `cpus`, innermost first; () when the OS does not say."""
     mask = sorted(set(cpus))
@@ -68,7 +92,7 @@ def read_caches(cpus: Iterable[int], root: Path = SYSFS_CPU) -> tuple[CacheLevel
             sharing = _cpu_list((index / "shared_cpu_list").read_text())
         except (OSError, ValueError):
             continue
-        levels[level] = CacheLevel(level, size, line, max(1, len(sharing & set(mask))))
+        levels[level] = CacheLevel(level, size, line, max(1, len(sharing & set(mask))), _ways(index, size, line))
     return tuple(levels[level] for level in sorted(levels))
 
 

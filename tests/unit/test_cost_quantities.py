@@ -371,7 +371,7 @@ def test_rules_off_by_default_and_overhead_leaves_traffic_alone() -> None:
     # Loop iterations: i 8, j 64, k 512: 584 more operations; nothing else moves.
     assert overhead.work == plain.work + 8 + 64 + 512
     assert (overhead.q_l2, overhead.loads, overhead.bytes) == (plain.q_l2, plain.loads, plain.bytes)
-    assert set(RULES) == {"lines", "shared", "overhead"}
+    assert set(RULES) == {"lines", "shared", "overhead", "sets"}
 
 
 GATHER = """
@@ -464,3 +464,144 @@ def test_analysis_is_fast() -> None:
     assert isinstance(terms, KernelTerms)
     # A few milliseconds on a 2-core Xeon; the bound leaves room for a loaded machine.
     assert sorted(times)[2] < 0.05
+
+
+# --------------------------------------------------------------------------- the rule `sets`
+
+
+def sets_desc(ways: int, size: int = 512) -> MachineDesc:
+    """An L1 of 4 sets × 2 ways × 64-byte lines (512 bytes; 0 ways: associativity not known), L2 and L3 large."""
+    caches = (CacheLevel(1, size, 64, 1, ways), CacheLevel(2, BIG, 64, 1), CacheLevel(3, BIG, 64, 1))
+    return MachineDesc(caches, 32, 64, 2)
+
+
+def _reread(rows: int, cols: int, by_column: bool) -> str:
+    """o[j] = 4 × Σ_i x[.., ..]: for each j the same `rows` elements are read 4 times over (loops j, r, i).
+
+    by_column: x is rows × cols and j picks a column (x[i, j]); otherwise x is cols × rows and j picks a
+    row (x[j, i]), the same bytes, contiguous.
+    """
+    shape, index = (f"{rows}x{cols}", "%i, %j") if by_column else (f"{cols}x{rows}", "%j, %i")
+    return f"""
+psk_kernel.kernel @reread(%x: memref<{shape}xf64>, %o: memref<{cols}xf64>) "t" {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %nr = arith.constant {rows} : index
+  %nc = arith.constant {cols} : index
+  %z = arith.constant 0.0 : f64
+  scf.for %j = %c0 to %nc step %c1 {{
+    %s = scf.for %r = %c0 to %c4 step %c1 iter_args(%acc = %z) -> (f64) {{
+      %t = scf.for %i = %c0 to %nr step %c1 iter_args(%a = %acc) -> (f64) {{
+        %v = memref.load %x[{index}] : memref<{shape}xf64>
+        %n = arith.addf %a, %v : f64
+        scf.yield %n : f64
+      }}
+      scf.yield %t : f64
+    }}
+    memref.store %s, %o[%j] : memref<{cols}xf64>
+  }} {{psk_kernel.parallel}}
+}}
+"""
+
+
+def test_sets_charge_a_column_whose_rows_share_one_set() -> None:
+    column = kernel(_reread(8, 32, by_column=True))
+    # x is 8 rows of 32 f64 (256 bytes = 4 lines); a cache way is 4 sets · 64 bytes = 256 bytes, so every row
+    # starts in set 0 and column j's 8 elements lie in 8 lines of one set (the set of byte 8j within a row).
+    # Without the rule: x (2048 bytes) does not fit 512, column j (8 f64 = 64 bytes) does: once per j,
+    # 32·64 = 2048. o (32 f64, 256 bytes) fits: 256.
+    assert kernel_terms(column, sets_desc(2)).q_l2 == 2048 + 256
+    # Under `sets`: column j needs 8 lines of a set of 2 ways: it does not fit in the j iteration, nor in the
+    # r loop, nor in one r iteration (the i loop walks the column); one element does: 32·4·8 loads of 8 bytes
+    # = 8192. o: 4 consecutive lines, one per set: fits, 256.
+    assert kernel_terms(column, sets_desc(2), rules=frozenset({"sets"})).q_l2 == 8192 + 256
+    # The levels that do not say their ways (L2, L3 here) hold everything: 2048 + 256 from L3 and memory.
+    terms = kernel_terms(column, sets_desc(2), rules=frozenset({"sets"}))
+    assert (terms.q_l3, terms.q_mem) == (2048 + 256, 2048 + 256)
+
+
+def test_sets_leave_a_contiguous_footprint_of_the_same_bytes_alone() -> None:
+    rows = kernel(_reread(8, 32, by_column=False))
+    # x is 32 rows of 8 f64 and j reads row j: 64 bytes, one line: it fits with or without the rule, once
+    # per j: 32·64 = 2048; o: 256.
+    assert kernel_terms(rows, sets_desc(2)).q_l2 == 2048 + 256
+    assert kernel_terms(rows, sets_desc(2), rules=frozenset({"sets"})).q_l2 == 2048 + 256
+
+
+def test_sets_spread_a_stride_coprime_with_the_sets() -> None:
+    column = kernel(_reread(8, 40, by_column=True))
+    # Rows of 40 f64 = 320 bytes = 5 lines: row i starts in set 5i mod 4 = i mod 4, so column j's 8 lines fall
+    # 2 in each of the 4 sets: exactly the 2 ways, it fits. Once per j: 40·64 = 2560; o (40 f64, 320 bytes =
+    # 5 lines) fits: 320.
+    assert kernel_terms(column, sets_desc(2), rules=frozenset({"sets"})).q_l2 == 2560 + 320
+    # 4 sets of one way (256 bytes): 2 lines per set are too many, one element per iteration, 40·4·8·8 =
+    # 10240, where without the rule column j (64 bytes) still fits, 2560. o (320 bytes) no longer fits;
+    # each j brings its element (the store): 40·8 = 320 either way.
+    assert kernel_terms(column, sets_desc(1, 256)).q_l2 == 2560 + 320
+    assert kernel_terms(column, sets_desc(1, 256), rules=frozenset({"sets"})).q_l2 == 10240 + 320
+    # 8 sets of one way (512 bytes): row i starts in set 5i mod 8, 8 distinct sets, one line each: it fits.
+    assert kernel_terms(column, sets_desc(1, 512), rules=frozenset({"sets"})).q_l2 == 2560 + 320
+
+
+def test_sets_without_ways_change_nothing() -> None:
+    column = kernel(_reread(8, 32, by_column=True))
+    # Ways 0: not known, the level is taken as fully associative: the footprints of the first test, 2048 + 256.
+    assert kernel_terms(column, sets_desc(0), rules=frozenset({"sets"})).q_l2 == 2048 + 256
+    for rules in (frozenset({"lines"}), frozenset({"shared"}), frozenset({"lines", "shared"})):
+        assert kernel_terms(column, sets_desc(0), rules=rules | {"sets"}) == kernel_terms(column, sets_desc(0), rules=rules)
+
+
+XEON = MachineDesc((CacheLevel(1, 48 << 10, 64, 1, 12), CacheLevel(2, 2 << 20, 64, 1, 16), CacheLevel(3, BIG, 64, 1)), 32, 64, 2)
+"""This machine's L1d (48 KiB, 12 ways: 64 sets) and L2 (2 MiB, 16 ways: 2048 sets); L3 large."""
+
+
+def _gemm_lanes() -> int:
+    return 8 if 8 in target_machine().lane_widths("f64") else 4
+
+
+@pytest.mark.parametrize("order", ["JI", "IJ"])
+def test_sets_see_what_the_pack_gains(order: str) -> None:
+    """f64 GEMM at N = 512, tile [4, 16]: operand 1 read in place (rows 4 KiB apart) or from the packed panel.
+
+    A row of A, B or C is 512 f64 = 4 KiB = 64 lines. The tile's k loop reads A's 4 rows (16 KiB, contiguous)
+    and B's column block: 512 rows of 16 f64 (128 bytes, 2 lines), 64 KiB in all; packed, the same 64 KiB
+    are contiguous ([32, 512, 16]). The C tile is 4 rows of 128 bytes, 512 bytes.
+    """
+    layout = {"tile": [4, 16], "lanes": _gemm_lanes(), "order": order}
+    unpacked = gemm(512, "f64", layout)
+    packed = gemm(512, "f64", {**layout, "pack": True})
+    shared, both = frozenset({"shared"}), frozenset({"shared", "sets"})
+    tiles = (512 // 4) * (512 // 16)  # 4096 executions of the k loop
+    k_loop = 16384 + 65536  # A's 4 rows and B's block
+    c_tiles = tiles * 512  # each C tile stored once: 2 MiB
+    # q_l2 (L1 of 48 KiB): the k loop (80 KiB) does not fit; one k iteration does (A 4 elements, B 2 lines:
+    # under `sets` A's 4 lines sit in one set, 4 of 12 ways) and consecutive ones share: the k loop's
+    # footprint once per tile, plus the C tiles: 4096·81920 + 2 MiB, in every case.
+    for dot in (unpacked, packed):
+        for rules in (shared, both):
+            assert kernel_terms(dot, XEON, rules=rules).q_l2 == tiles * k_loop + c_tiles
+    # q_l3 (L2 of 2 MiB), without `sets`: a tile's k loop and C tile (82432 bytes) fit, and the loop around
+    # it brings its footprint once: JI (i inside j) once per j, A 2 MiB + B's block 64 KiB + C's 64 KiB
+    # block, 32 times; IJ (j inside i) once per i, A's 4 rows 16 KiB + B 2 MiB + C's 4 rows 16 KiB, 128 times.
+    once = 32 * (2**21 + 65536 + 65536) if order == "JI" else 128 * (16384 + 2**21 + 16384)
+    for dot in (unpacked, packed):
+        assert kernel_terms(dot, XEON, rules=shared).q_l3 == once
+    # Under `sets` and `shared`: in place, B's block is 1024 lines whose rows start 4 KiB = 64 lines apart:
+    # 2048 / gcd(64, 2048) = 32 set offsets, 2 lines each: 64 sets of 16 lines, all 16 ways. A's 4 rows
+    # (256 consecutive lines) and the C tile (8 lines) add ⌈264 / 2048⌉ = 1 line to the busiest: 17 > 16.
+    # The tile no longer fits L2: its k loop comes from L3 every time, like L1's, 4096·81920 + 2 MiB.
+    assert kernel_terms(unpacked, XEON, rules=both).q_l3 == tiles * k_loop + c_tiles
+    # Packed, B's block is 1024 consecutive lines, one per set: 1 + 1 ≤ 16, the same as without the rule.
+    assert kernel_terms(packed, XEON, rules=both).q_l3 == once
+    # `sets` alone: B's block needs 16 lines in each of its 64 sets, exactly L2's ways, and fits by itself.
+    assert kernel_terms(unpacked, XEON, rules=frozenset({"sets"})).q_l3 == kernel_terms(unpacked, XEON).q_l3
+
+
+def test_machine_description_keeps_the_ways() -> None:
+    assert MachineDesc.from_json(XEON.to_json()) == XEON
+    # A profile written before the ways were known: its caches read back with 0 (not known).
+    old = {"caches": [{"level": 1, "size": 512, "line": 64, "shared_by": 1}], "vector_registers": 32, "line": 64,
+           "workers": 2}  # fmt: skip
+    assert MachineDesc.from_json(old).caches == (CacheLevel(1, 512, 64, 1, 0),)
+    assert "ways" not in MachineDesc.from_json(old).to_json()["caches"][0]

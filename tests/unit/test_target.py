@@ -55,6 +55,48 @@ def test_caches_are_read_from_sysfs_for_the_affinity_mask(tmp_path: Path) -> Non
     )
 
 
+def _geometry(root: Path, cpu: int, index: int, ways: str | None, sets: str | None) -> None:
+    folder = root / f"cpu{cpu}" / "cache" / f"index{index}"
+    for name, text in (("ways_of_associativity", ways), ("number_of_sets", sets)):
+        if text is not None:
+            (folder / name).write_text(text + "\n")
+
+
+def test_associativity_is_read_from_sysfs(tmp_path: Path) -> None:
+    """This Xeon's L1d (48 KiB, 12 ways, 64 sets) and L2 (2 MiB, 16 ways, 2048 sets); an L3 that gives no ways."""
+    _cache_dir(tmp_path, 0, 0, 1, "Data", "48K", 64, "0")
+    _geometry(tmp_path, 0, 0, "12", "64")  # 64 sets · 12 ways · 64 bytes = 49152
+    _cache_dir(tmp_path, 0, 2, 2, "Unified", "2048K", 64, "0")
+    _geometry(tmp_path, 0, 2, "16", None)  # no number_of_sets: 2 MiB / (16 · 64) is a whole number of sets
+    _cache_dir(tmp_path, 0, 3, 3, "Unified", "32768K", 64, "0-1")
+    caches = read_caches([0, 1], root=tmp_path)
+    assert caches == (
+        CacheLevel(1, 48 << 10, 64, 1, 12),
+        CacheLevel(2, 2 << 20, 64, 1, 16),
+        CacheLevel(3, 32 << 20, 64, 2, 0),
+    )
+
+
+@pytest.mark.parametrize(("ways", "sets"), [
+    ("0", "64"),  # 0: fully associative or not known
+    ("", None),  # empty
+    ("twelve", None),  # not a number
+    ("12", "32"),  # 32 sets · 12 ways · 64 bytes is not the 48 KiB the size says
+    ("7", None),  # 48 KiB is no whole number of 7-way sets of 64-byte lines
+])  # fmt: skip
+def test_an_associativity_that_does_not_add_up_is_not_known(tmp_path: Path, ways: str, sets: str | None) -> None:
+    _cache_dir(tmp_path, 0, 0, 1, "Data", "48K", 64, "0")
+    _geometry(tmp_path, 0, 0, ways, sets)
+    assert read_caches([0], root=tmp_path) == (CacheLevel(1, 48 << 10, 64, 1, 0),)
+
+
+def test_host_associativity_agrees_with_the_sizes() -> None:
+    for cache in host_machine().caches:
+        assert cache.ways >= 0
+        if cache.ways:
+            assert cache.size % (cache.ways * cache.line) == 0
+
+
 def test_no_cache_is_invented_when_the_os_says_nothing(tmp_path: Path) -> None:
     assert read_caches([0], root=tmp_path) == ()
     machine = replace(target_machine(), caches=())
@@ -182,3 +224,11 @@ def test_native_code_for_a_wider_target_is_a_diagnostic(
     assert status == 1, err
     assert "error: E5002: code for target 'x86-64-v4' needs avx512" in err and "Traceback" not in err
     assert "--backend kernel" in err
+
+
+def test_kernel_cache_keys_do_not_read_the_associativity() -> None:
+    """No lowering reads the ways: a kernel compiled before they were known keeps its key."""
+    machine = target_named("x86-64-v3")
+    unknown = replace(machine, caches=tuple(replace(cache, ways=0) for cache in machine.caches))
+    known = replace(machine, caches=tuple(replace(cache, ways=8) for cache in machine.caches))
+    assert unknown.key() == known.key()
