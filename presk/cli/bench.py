@@ -19,7 +19,14 @@ from collections import defaultdict
 from typing import Any
 
 from presk.cli.backends import add_backend_arguments, compile_entry, make_runner
-from presk.cli.calibrate import add_calibration_arguments, calibrate_entry, calibrate_space, finish_calibration, judge
+from presk.cli.calibrate import (
+    add_calibration_arguments,
+    calibrate_entry,
+    calibrate_space,
+    finish_calibration,
+    judge,
+    open_profile,
+)
 from presk.cli.program import (
     add_input_arguments,
     add_realize_arguments,
@@ -34,6 +41,7 @@ from presk.interp.inputs import make_inputs
 from presk.interp.reference import find_entry
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.jit.timed import TimedRunner
+from presk.target import target_machine
 
 
 def add_parser(subparsers: Any) -> None:
@@ -70,6 +78,8 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError("E4001", "--budget and --space-types go with --calibrate P.json --space ...")
     plan = plan_of(args.realize, args.plan) or plan_of("f64", None)
     passes = pipeline_of(args)
+    if args.calibrate is not None:
+        open_profile(args.calibrate, target_machine(), args.rules)
     source = read_input(args.file)
     try:
         program = load_program(source, args.dim, args.const, passes)

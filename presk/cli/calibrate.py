@@ -26,7 +26,15 @@ import numpy as np
 from presk.cli.refit import report
 from presk.cost.fit import spearman
 from presk.cost.models import explain
-from presk.cost.profile import Profile, append_samples, load_profile, refit_profile, rules_key, save_profile
+from presk.cost.profile import (
+    Profile,
+    append_samples,
+    load_profile,
+    parse_rules,
+    refit_profile,
+    rules_key,
+    save_profile,
+)
 from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
 from presk.target import Machine, target_machine
@@ -35,6 +43,10 @@ from presk.tuning.calibration import Progress, kernel_samples, parse_budget, run
 __all__ = ["add_calibration_arguments", "calibrate_entry", "calibrate_space", "finish_calibration", "judge", "open_profile"]
 
 PROFILE_ERROR = "E8001"
+
+DEFAULT_RULES: tuple[str, ...] = ("sets", "shared")
+"""The rules a new profile is fitted under: on the calibration of an Intel Xeon (docs/cost.md §6) `sets` and
+`shared` lowered u from 28 % to 20 %, and `lines` and `overhead` changed it by less than a point."""
 
 
 def add_calibration_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,17 +63,24 @@ def add_calibration_arguments(p: argparse.ArgumentParser) -> None:
                        "(default: the profile's, else group)")  # fmt: skip
     group.add_argument("--combine", choices=("max", "sum", "pnorm"), help="how the fitted form combines its terms "
                        "(default: the profile's, else pnorm)")  # fmt: skip
+    group.add_argument("--rules", metavar="R,...", help="the rules a new profile is fitted under (default: "
+                       f"{','.join(DEFAULT_RULES)}; `presk refit --recost` changes them later)")  # fmt: skip
     group.add_argument("--profile", metavar="P.json", help="price every kernel with this profile and print the "
                        "predictions beside the measured times, with Spearman's rank correlation")  # fmt: skip
 
 
-def open_profile(path: str, machine: Machine) -> Profile:
-    """The profile at `path`, or a new empty one for `machine` (written at once, so its samples have a home).
+def open_profile(path: str, machine: Machine, rules: str | None = None) -> Profile:
+    """The profile at `path`, or a new empty one for `machine` under `rules` (default `DEFAULT_RULES`),
+    written at once so that its samples have a home.
 
     Samples of another machine would fit constants that describe neither, so
     a profile measured elsewhere is refused (E8001) rather than extended."""
     if not Path(path).exists():
-        return save_profile(Profile(machine.key(), MachineDesc.of(machine)), path)
+        chosen = parse_rules(rules) if rules is not None else DEFAULT_RULES
+        return save_profile(Profile(machine.key(), MachineDesc.of(machine), rules=tuple(chosen)), path)
+    if rules is not None:
+        raise PreskError(PROFILE_ERROR, f"--rules names the rules of a new profile; {path} exists: "
+                         f"`presk refit {path} --recost --rules {rules}` prices its samples under them")  # fmt: skip
     profile = load_profile(path)
     if profile.machine != machine.key():
         raise PreskError(
@@ -79,7 +98,7 @@ def _desc(profile: Profile, machine: Machine) -> MachineDesc:
 def calibrate_space(args: argparse.Namespace, runner: Any) -> None:
     """Measure the points of `--space` that the profile does not hold yet, appending their samples."""
     machine = target_machine()
-    profile = open_profile(args.calibrate, machine)
+    profile = open_profile(args.calibrate, machine, args.rules)
     types = [t.strip() for t in args.space_types.split(",") if t.strip()]
     unknown = [t for t in types if t not in ("f32", "f64", "bf16")]
     if unknown or not types:

@@ -241,16 +241,28 @@ def _split(order: str, workers: int, all_workers: int) -> Any:
 
 
 def _gemm_points(shapes: GemmShapes, machine: Machine, dtypes: Sequence[str]) -> Iterator[Point]:
+    """Every (tile, lanes, order, workers) of `shapes`, lanes being one and each width of the target.
+
+    A default layout vectorises at the widest width that divides the tile
+    ([1, 8] in f32 is 8 lanes on AVX-512 too), so every width is a group the
+    model must price: the narrower ones are measured up to `one_worker_up_to`.
+    """
     all_workers = machine.workers()
     worker_counts = tuple(dict.fromkeys((1, all_workers)))
     dims = [(n, n, n) for n in shapes.square] + list(shapes.thin)
     for dtype in dtypes:
-        widest = machine.register_width(dtype)
+        widths = machine.lane_widths(dtype)
+        widest = max(widths, default=1)
+        micro_kernel = _tile_ladder(machine, dtype, 1)[0]
         for i, k, j in dims:
             largest = max(i, k, j)
             for tile in _tile_ladder(machine, dtype, shapes.tiles):
-                for lanes in dict.fromkeys((widest, 1)):
-                    if lanes == 1 and largest > shapes.scalar_up_to and widest > 1:
+                for lanes in sorted({1, *widths}, reverse=True):
+                    if tile[1] % lanes:
+                        continue
+                    if lanes == 1 and widest > 1 and largest > shapes.scalar_up_to:
+                        continue
+                    if 1 < lanes < widest and largest > shapes.one_worker_up_to and max(i, j) > 16:
                         continue
                     for kblock, order in shapes.orders:
                         for workers in worker_counts:
@@ -259,7 +271,7 @@ def _gemm_points(shapes: GemmShapes, machine: Machine, dtypes: Sequence[str]) ->
                             layout = {"tile": tile, "kblock": kblock, "order": order, "lanes": lanes,
                                       "split": _split(order, workers, all_workers)}  # fmt: skip
                             yield _point("gemm", {"I": i, "K": k, "J": j}, dtype, layout)
-                            if tile == _tile_ladder(machine, dtype, 1)[0] and lanes == widest and workers == all_workers:
+                            if tile == micro_kernel and lanes == widest and workers == all_workers:
                                 yield _point("gemm", {"I": i, "K": k, "J": j}, dtype, {**layout, "pack": True})
 
 

@@ -32,6 +32,7 @@ def test_the_small_space_calibrates_a_profile(small_profile: tuple[Path, str]) -
     data = json.loads(path.read_text())
     assert data["fitted_samples"] > 300
     assert data["model"]["load_term"] == "group" and data["model"]["combine"] == "pnorm"
+    assert data["model"]["rules"] == ["sets", "shared"], "a new profile's rules are the ones docs/cost.md §6 chose"
     # The fit reports its uncertainty and ranks the samples far better than counting operations does.
     assert re.search(r"u = [0-9.]+%", out)
     spearman = data["spearman"]
@@ -97,3 +98,10 @@ def test_a_profile_of_another_machine_is_not_extended(small_profile: tuple[Path,
     status, _, err = run("bench", "--calibrate", str(other), "--space", "calib-small", "--space-types", "f64")
     assert status == 1
     assert "error: E8001" in err and "measured on another machine" in err
+
+
+def test_rules_name_a_new_profiles_rules_only(small_profile: tuple[Path, str]) -> None:
+    path, _ = small_profile
+    status, _, err = run("bench", "--calibrate", str(path), "--space", "calib-small", "--rules", "lines")
+    assert status == 1
+    assert "error: E8001" in err and "presk refit" in err and "--recost --rules lines" in err
