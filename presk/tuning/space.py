@@ -1,0 +1,138 @@
+"""The layout space of one nest: every point `presk plan` may choose, in the order ties are broken.
+
+A point is a layout as a plan states it (`{"tile": [4, 16], "kblock": 32,
+...}`), complete for its form, so that the plan says what was priced and no
+default of the executor (`"widest"`, `"executor"`) is left to decide at run
+time: the cost model priced one kernel, and the plan must name that kernel.
+
+The order is simplest first (the scalar tile, no k-block, one lane, no pack,
+no split), so that among points the model prices alike the plan keeps the
+plainer one.
+
+Why `quick` filters (tile, lanes) by registers: a tile whose running sums,
+loaded vectors and broadcast exceed the vector registers spills on every k
+(`presk.passes.vectorize.tile_registers`); the model prices the spill, but
+such points are never the fastest and they are most of the space. The
+scalar `[1, 1]` tile is kept whatever the registers, as the point every
+nest has. A split of one worker is no split (`"none"` states it), so the
+space has splits over more than one worker only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from presk.dialects import psk_core as core
+from presk.dialects.psk_realize import NestOp, resolved_defaults
+from presk.dialects.psk_realize_layout import (
+    KBLOCKS,
+    MAX_SPLIT_DEPTH,
+    ORDERS_WITH_KBLOCK,
+    ORDERS_WITHOUT_KBLOCK,
+    PASSES,
+    TILE_COLS,
+    TILE_ROWS,
+)
+from presk.dialects.psk_realize_nests import Contraction, contraction
+from presk.passes.vectorize import tile_registers
+from presk.passes.verify_layout import Loop, bound, contraction_loops, site_loops, site_types
+from presk.target import Machine
+
+__all__ = ["SPACES", "Point", "contraction_points", "nest_space", "point_key", "softmax_points", "split_choices", "tiles"]
+
+Point = dict[str, Any]
+"""A layout as plan JSON."""
+
+SPACES: tuple[str, ...] = ("quick", "full")
+
+
+def point_key(point: Mapping[str, Any]) -> str:
+    """A point as a cache key (JSON, keys sorted)."""
+    return json.dumps(point, sort_keys=True)
+
+
+def tiles() -> list[list[int]]:
+    """The domain's tiles: [1, 1], then m_i × n_j, smallest first."""
+    return [[1, 1]] + [[m, n] for m in TILE_ROWS for n in TILE_COLS]
+
+
+def kblock_orders() -> list[tuple[Any, str]]:
+    """Every (k-block, order) pair the domain has: no k-block with IJ/JI, each k-block with the permutations of IJK."""
+    pairs: list[tuple[Any, str]] = []
+    for kblock in KBLOCKS:
+        orders = ORDERS_WITHOUT_KBLOCK if kblock == "none" else ORDERS_WITH_KBLOCK
+        pairs += [(kblock, order) for order in orders]
+    return pairs
+
+
+def split_choices(loops: list[Loop], machine: Machine) -> list[Any]:
+    """`"none"`, then every parallel loop within the split's depths over each worker count above one."""
+    workers = [p for p in machine.allowed_workers() if p > 1]
+    choices: list[Any] = ["none"]
+    for depth, loop in enumerate(loops[: MAX_SPLIT_DEPTH + 1]):
+        if loop.parallel:
+            choices += [{"depth": depth, "workers": p} for p in workers]
+    return choices
+
+
+def _lanes_for(tile: list[int], storage: str, machine: Machine) -> list[int]:
+    widths = machine.lane_widths(storage) if storage != "bf16" else ()
+    return [1, *(w for w in widths if tile[1] % w == 0 and w > 1)]
+
+
+def _fits(tile: list[int], lanes: int, machine: Machine) -> bool:
+    return tile == [1, 1] or tile_registers(tile, lanes) <= machine.vector_registers
+
+
+def contraction_points(
+    site: NestOp, shape: Contraction, env: Mapping[str, int], machine: Machine, space: str = "quick"
+) -> list[Point]:
+    """The tiled points (tile × k-block/order × lanes × pack × split), then the row-wise ones (a dot's).
+
+    A tiled point states `"form": "tiled"` only where the nest's default form
+    is row-wise (a dot whose J is not a multiple of eight): elsewhere it is
+    the default, and the plan stays as short as the layout allows.
+    """
+    storage, _ = site_types(site)
+    row_wise_default = resolved_defaults(site, env).get("form") == "row-wise"
+    points: list[Point] = []
+    for tile in tiles():
+        for lanes in _lanes_for(tile, storage, machine):
+            if space == "quick" and not _fits(tile, lanes, machine):
+                continue
+            for kblock, order in kblock_orders():
+                shape_layout = {"form": "tiled", "tile": tile, "kblock": kblock, "order": order}
+                splits = split_choices(contraction_loops(site, shape, shape_layout, env), machine)
+                for pack in (False, True):
+                    for split in splits:
+                        point: Point = {"form": "tiled"} if row_wise_default else {}
+                        point.update(tile=list(tile), kblock=kblock, order=order, lanes=lanes, pack=pack, split=split)
+                        points.append(point)
+    if shape.is_dot:
+        loops = contraction_loops(site, shape, {"form": "row-wise"}, env)
+        points += [{"form": "row-wise", "split": split} for split in split_choices(loops, machine)]
+    return points
+
+
+def softmax_points(site: NestOp, env: Mapping[str, int], machine: Machine) -> list[Point]:
+    """Three passes, then two, each with every split of its loops."""
+    points: list[Point] = []
+    for passes in sorted(PASSES, reverse=True):
+        loops = site_loops(site, {"passes": passes}, env, site.result.type)
+        points += [{"passes": passes, "split": split} for split in split_choices(loops, machine)]
+    return points
+
+
+def nest_space(site: NestOp, env: Mapping[str, int], machine: Machine, space: str = "quick") -> list[Point]:
+    """Every point of a contraction's or a softmax's space, unchecked (`presk.tuning.plan` checks them)."""
+    shape = contraction(site.primitive)
+    if shape is not None:
+        j, k = bound(shape.j_size, env), bound(shape.k_size, env)
+        bound_shape = replace(shape, j_size=shape.j_size if j is None else j, k_size=shape.k_size if k is None else k)
+        return contraction_points(site, bound_shape, env, machine, space)
+    if isinstance(site.primitive, core.SoftmaxOp):
+        return softmax_points(site, env, machine)
+    return []

@@ -1,0 +1,235 @@
+"""`presk plan`: the layout space of a nest, the static choice under a hand-made profile, the plan it writes.
+
+No calibration: the profiles are built here with constants chosen so that
+the answer can be worked out by hand (loads dominate everything, a split
+costs a second, so the largest register tile that fits wins), for the
+target's own register file, so the tests hold on AVX2 and AVX-512 alike.
+The programs are tiny (a GEMM at N = 8 or 16, tests/plan/two_dots.mlir at
+B = 4), so each run lowers a few hundred points in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from presk import sizes
+from presk.cli.main import main
+from presk.cost.models import Constants, Form
+from presk.cost.profile import Profile, save_profile
+from presk.cost.terms import MachineDesc
+from presk.dialects.psk_realize_layout import domain_violation, kind_violation
+from presk.ir.context import presk_context
+from presk.ir.parse import parse_module, read_source
+from presk.passes.vectorize import tile_registers
+from presk.plans import parse_plan
+from presk.target import target_machine
+from presk.tuning.plan import Nest, Pricer, capture, choose
+from presk.tuning.space import nest_space, point_key, tiles
+
+ROOT = Path(__file__).resolve().parents[2]
+GEMM = ROOT / "bench/programs/gemm.mlir"
+TWO_DOTS = ROOT / "tests/plan/two_dots.mlir"
+
+
+def load_dominated(dtypes: tuple[str, ...] = ("f32",), skip: str | None = None) -> Constants:
+    """Loads cost a nanosecond each, work and traffic nothing, a split a second: fewest loads per
+    unsplit kernel wins. Every group the target can form, but `skip`."""
+    machine = target_machine()
+    values = {"lambda": 1e-7, "spawn": 1.0, "beta_l2": 1e30, "beta_l3": 1e30, "beta_mem": 1e30}
+    for dtype in dtypes:
+        for lanes in (1, *machine.lane_widths(dtype)):
+            for workers in {1, *machine.allowed_workers(), machine.workers()}:
+                group = f"{dtype}/l{lanes}/p{workers}"
+                if group != skip:
+                    values[f"pi[{group}]"] = 1e30
+                    values[f"rho[{group}]"] = 1e9
+    return Constants("layout", values, Form("group", "max"))
+
+
+def write_profile(path: Path, constants: Constants, machine_key: str | None = None) -> Path:
+    machine = target_machine()
+    profile = Profile(machine_key or machine.key(), MachineDesc.of(machine), Form("group", "max"),
+                      layout=constants, u=0.1)  # fmt: skip
+    save_profile(profile, path)
+    return path
+
+
+def pricer(constants: Constants) -> Pricer:
+    machine = target_machine()
+    return Pricer(constants, MachineDesc.of(machine), frozenset(), machine)
+
+
+def gemm_nests(n: int, dtype: str = "f32") -> list[Nest]:
+    module = parse_module(presk_context(), read_source(str(GEMM)), str(GEMM)).module
+    env = sizes.resolve(module, {}, {"N": n})
+    return capture(module, "gemm", env, parse_plan({"realization": dtype}, "test"))
+
+
+# --------------------------------------------------------------------------
+# The space.
+
+
+def test_space_of_a_gemm_counts_domain_and_quick_within_full() -> None:
+    machine = target_machine()
+    (nest,) = gemm_nests(64)
+    iso, launches = nest.shapes[0]
+    assert launches == 1 and nest.site == "gemm/%0" and nest.kind == "contraction"
+    full = nest_space(iso.site, {}, machine, "full")
+    quick = nest_space(iso.site, {}, machine, "quick")
+    # A 2-D dot has two parallel loops among its first three at every order: splits are "none" and
+    # each of the two over each worker count above one; the row-wise form likewise (I and J).
+    splits = 1 + 2 * len([p for p in machine.allowed_workers() if p > 1])
+    widths = machine.lane_widths("f32")
+
+    def lanes_of(tile: list[int]) -> list[int]:
+        return [1, *(w for w in widths if tile[1] % w == 0)]
+
+    pairs_full = [(t, lane) for t in tiles() for lane in lanes_of(t)]
+    pairs_quick = [(t, lane) for t, lane in pairs_full
+                   if t == [1, 1] or tile_registers(t, lane) <= machine.vector_registers]  # fmt: skip
+    assert len(full) == len(pairs_full) * 14 * 2 * splits + splits
+    assert len(quick) == len(pairs_quick) * 14 * 2 * splits + splits
+    assert {point_key(p) for p in quick} <= {point_key(p) for p in full}
+    assert len({point_key(p) for p in full}) == len(full)
+    for point in full:
+        assert kind_violation("contraction", point) is None and domain_violation(point) is None, point
+    # The checks at N = 64: k-blocks of 128 exceed K; whatever the static check accepts also lowers.
+    accepted = [p for p in quick if iso.violation(p, machine) is None]
+    assert 0 < len(accepted) < len(quick)
+    assert all(p.get("kblock") != 128 for p in accepted)
+    priced = pricer(load_dominated())
+    for point in accepted[:: max(1, len(accepted) // 6)]:
+        assert isinstance(priced.price(iso, point), float), point
+
+
+# --------------------------------------------------------------------------
+# The choice.
+
+
+def hand_loads(n: int, tile: list[int], lanes: int) -> int:
+    """Loads and stores of the unsplit, unpacked GEMM at `tile`, no k-block: per tile and k one
+    broadcast of A per row and a vector of B per lane group, then the tile's stores."""
+    m, cols = tile
+    groups = cols // lanes
+    return math.ceil(n / m) * math.ceil(n / cols) * (n * (m + groups) + m * groups)
+
+
+def test_chosen_point_is_the_one_the_constants_make_cheapest() -> None:
+    machine = target_machine()
+    n = 16
+    nests = gemm_nests(n)
+    (choice,) = choose(nests, pricer(load_dominated()), u=0.1)
+    candidates = [(t, lane) for t in tiles() for lane in (1, *machine.lane_widths("f32"))
+                  if t[0] <= n and t[1] <= n and t[1] % lane == 0
+                  and (t == [1, 1] or tile_registers(t, lane) <= machine.vector_registers)]  # fmt: skip
+    best = min(hand_loads(n, t, lane) for t, lane in candidates)
+    expected = [(t, lane) for t, lane in candidates if hand_loads(n, t, lane) == best]
+    assert (choice.point["tile"], choice.point["lanes"]) == expected[0]
+    # The first of equals: no k-block, IJ, no pack, no split (a split's second dominates).
+    assert choice.point["kblock"] == "none" and choice.point["order"] == "IJ"
+    assert choice.point["pack"] is False and choice.point["split"] == "none"
+    assert choice.seconds == pytest.approx(1e-7 + best * 1e-9)
+    assert 1 <= choice.within <= choice.priced and choice.refused > 0
+
+
+def test_a_nest_at_two_shapes_gets_one_layout_legal_at_both() -> None:
+    machine = target_machine()
+    (small,), (large,) = gemm_nests(8), gemm_nests(16)
+    nest = Nest("gemm/%0", "contraction", [(small.shapes[0][0], 3), (large.shapes[0][0], 1)])
+    p = pricer(load_dominated())
+    (choice,) = choose([nest], p, u=0.1)
+    for iso, _ in nest.shapes:
+        assert iso.violation(choice.point, machine) is None
+    assert choice.point["tile"][0] <= 8 and choice.point["tile"][1] <= 8
+    total = 3 * p.price(small.shapes[0][0], choice.point) + p.price(large.shapes[0][0], choice.point)
+    assert choice.seconds == pytest.approx(total)
+    # Alone, the larger shape would take a tile the smaller one refuses.
+    (alone,) = choose([large], p, u=0.1)
+    assert alone.point["tile"][1] == 16 or alone.point["tile"][0] > 8
+    assert small.shapes[0][0].violation(alone.point, machine) is not None
+
+
+# --------------------------------------------------------------------------
+# The command: the plan it writes runs with the default's bits, its report, its errors.
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_written_plan_runs_natively_with_the_defaults_bits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = write_profile(tmp_path / "p.json", load_dominated())
+    plan = tmp_path / "plan.json"
+    code, out, err = run_cli(["plan", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--realize", "f32",
+                              "--profile", str(profile), "-o", str(plan)], capsys)  # fmt: skip
+    assert code == 0, err
+    written = json.loads(plan.read_text())
+    assert written["realization"] == "f32" and written["profile"] == str(profile)
+    assert set(written["layout"]) == {"twice/%0", "twice/%1"}
+    assert written["layout"]["twice/%1"]["form"] in ("tiled", "row-wise")  # J = 12: row-wise by default
+    lines = out.splitlines()
+    assert lines[0].startswith("2 nests, space quick, profile") and "u = 0.1" in lines[0]
+    for site in ("twice/%0", "twice/%1"):
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{site} (contraction): 1 × ["))
+        assert json.loads(lines[at + 1]) == written["layout"][site]
+        assert lines[at + 2].startswith("  predicted ") and "a launch" in lines[at + 2]
+        assert "points within 1 + u" in lines[at + 2] and "refused" in lines[at + 2]
+    assert lines[-1] == f"wrote {plan}"
+    assert_same_bits(plan, "twice", tmp_path, capsys)
+
+
+def assert_same_bits(plan: Path, entry: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`presk run --plan @plan --backend native` gives the bits of `--realize f32`: every point is exact."""
+    outputs = {}
+    for name, how in (("planned", ["--plan", f"@{plan}"]), ("default", ["--realize", "f32"])):
+        target = tmp_path / f"{entry}-{name}.npz"
+        code, _, err = run_cli(["run", str(TWO_DOTS), "--entry", entry, "--dim", "B=4", *how,
+                                "--backend", "native", "--output", str(target)], capsys)  # fmt: skip
+        assert code == 0, err
+        with np.load(target) as data:
+            outputs[name] = {k: data[k].copy() for k in data.files}
+    assert outputs["planned"].keys() == outputs["default"].keys()
+    for key, value in outputs["default"].items():
+        assert outputs["planned"][key].tobytes() == value.tobytes()
+
+
+def test_attention_plan_packs_and_keeps_the_bits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The scores are NT: lanes need the pack, which the load-dominated model buys; the softmax is planned too."""
+    profile = write_profile(tmp_path / "p.json", load_dominated())
+    plan = tmp_path / "attend.json"
+    code, _, err = run_cli(["plan", str(TWO_DOTS), "--entry", "attend", "--dim", "B=4", "--realize", "f32",
+                            "--profile", str(profile), "-o", str(plan)], capsys)  # fmt: skip
+    assert code == 0, err
+    layout = json.loads(plan.read_text())["layout"]
+    assert layout["attend/%1"]["passes"] in (2, 3)
+    if target_machine().lane_widths("f32"):
+        assert layout["attend/%0"]["pack"] is True and layout["attend/%0"]["lanes"] > 1
+    assert_same_bits(plan, "attend", tmp_path, capsys)
+
+
+def test_errors_are_diagnostics_with_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write_profile(tmp_path / "good.json", load_dominated())
+    base = [str(GEMM), "--dim", "N=8", "--realize", "f32", "-o", str(tmp_path / "plan.json")]
+    code, _, err = run_cli(["plan", *base, "--entry", "nope", "--profile", str(good)], capsys)
+    assert code == 1 and "E4004" in err and "Traceback" not in err
+    code, _, err = run_cli(["plan", *base, "--entry", "gemm", "--profile", str(tmp_path / "missing.json")], capsys)
+    assert code == 1 and "E0001" in err and "missing.json" in err
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text("{not json")
+    code, _, err = run_cli(["plan", *base, "--entry", "gemm", "--profile", str(corrupt)], capsys)
+    assert code == 1 and "E8001" in err and "Traceback" not in err
+    lacking = write_profile(tmp_path / "lacking.json", load_dominated(skip="f32/l1/p1"))
+    code, _, err = run_cli(["plan", *base, "--entry", "gemm", "--profile", str(lacking)], capsys)
+    assert code == 1 and "E8001" in err and 'nest "gemm/%0"' in err and "f32/l1/p1" in err
+    elsewhere = write_profile(tmp_path / "elsewhere.json", load_dominated(), "x86_64-unknown-linux-gnu|othercpu|avx2|")
+    code, out, err = run_cli(["plan", *base, "--entry", "gemm", "--profile", str(elsewhere)], capsys)
+    assert code == 0 and "warning" in err and "another machine" in err and "othercpu" in err
+    assert json.loads((tmp_path / "plan.json").read_text())["layout"]["gemm/%0"]["split"] == "none"
+    assert not (tmp_path / "missing.json").exists()
