@@ -318,6 +318,21 @@ def choose(
     todo = {(iso.key, point_key(p)) for nest, (points, _) in zip(nests, legal) for iso, _ in nest.shapes
             for p in points if not pricer.cached(iso, p)}  # fmt: skip
     progress = Progress(len(todo), label="pricing", stream=progress_stream or sys.stderr)
+    try:
+        return _choose(nests, legal, todo, pricer, u, space, progress)
+    finally:
+        progress.close()
+
+
+def _choose(
+    nests: Sequence[Nest],
+    legal: Sequence[tuple[list[Point], dict[str, int]]],
+    todo: set[tuple[str, str]],
+    pricer: Pricer,
+    u: float,
+    space: str,
+    progress: Progress,
+) -> list[NestChoice]:
     seen: set[tuple[str, str]] = set()
     choices = []
     for nest, (points, conditions) in zip(nests, legal):
@@ -346,14 +361,12 @@ def choose(
                 continue
             priced.append((point, total))
         if not priced:
-            progress.close()
             raise PreskError("E7002", f"nest \"{nest.site}\": no point of its {space} space is legal at every shape "
                              "it is launched at")  # fmt: skip
         best_point, best = min(priced, key=lambda pair: pair[1])  # min keeps the first of equals
         within = sum(1 for _, seconds in priced if seconds <= best * (1 + u))
         refused = sum(conditions.values())
         choices.append(NestChoice(nest, best_point, best, len(priced), refused, within, dict(conditions)))
-    progress.close()
     return choices
 
 

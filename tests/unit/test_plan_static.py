@@ -10,6 +10,7 @@ B = 4), so each run lowers a few hundred points in seconds.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -137,12 +138,21 @@ def test_chosen_point_is_the_one_the_constants_make_cheapest() -> None:
     assert 1 <= choice.within <= choice.priced and choice.refused > 0
 
 
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal, so the progress bar draws."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_a_nest_at_two_shapes_gets_one_layout_legal_at_both() -> None:
     machine = target_machine()
     (small,), (large,) = gemm_nests(8), gemm_nests(16)
     nest = Nest("gemm/%0", "contraction", [(small.shapes[0][0], 3), (large.shapes[0][0], 1)])
     p = pricer(load_dominated())
-    (choice,) = choose([nest], p, u=0.1)
+    terminal = Terminal()
+    (choice,) = choose([nest], p, u=0.1, progress_stream=terminal)
+    assert "pricing [" in terminal.getvalue() and "ETA" in terminal.getvalue()
     for iso, _ in nest.shapes:
         assert iso.violation(choice.point, machine) is None
     assert choice.point["tile"][0] <= 8 and choice.point["tile"][1] <= 8
