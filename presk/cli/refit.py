@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from collections import Counter
 from typing import Any
 
 from presk.cost.fit import FormScore
 from presk.cost.models import COMBINES, LOAD_TERMS, PROFILE_ERROR, Constants
-from presk.cost.profile import Profile, load_profile, parse_rules, refit_profile, rules_key, save_profile
+from presk.cost.profile import (
+    Profile,
+    load_profile,
+    parse_rules,
+    refit_profile,
+    rules_key,
+    save_profile,
+)
 from presk.cost.terms import group_key
 from presk.diagnostics import PreskError
 
@@ -27,6 +35,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--compare", action="store_true", help="also fit the nine forms (load term x combine) and compare u")
     p.add_argument("--recost", action="store_true", help="price every sample again under --rules (default: no rules)")
     p.add_argument("--rules", help="with --recost: the rules, comma-separated (lines, shared, overhead)")
+    p.add_argument("--relower", action="store_true", help="read every calibration sample's terms again from its point, "
+                   "lowered against the profile's machine_desc (after editing it, or after presk's quantities changed)")
     p.add_argument("--load-term", choices=LOAD_TERMS, help="how loads are priced (default: the profile's, else group)")
     p.add_argument("--combine", choices=COMBINES, help="how the terms combine (default: the profile's, else pnorm)")
     p.add_argument("-o", "--output", metavar="OTHER.json", help="write the refitted profile here instead of P.json")
@@ -38,6 +48,8 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError(PROFILE_ERROR, "--rules prices the samples again: give it with --recost")
     rules = parse_rules(args.rules or "") if args.recost else None
     profile = load_profile(args.profile)
+    if args.relower:
+        profile = _relower(profile, args)
     refitted = refit_profile(profile, args.load_term, args.combine, rules, compare_forms=args.compare)
     output = args.output or args.profile
     save_profile(refitted, output)
@@ -47,6 +59,24 @@ def main(args: argparse.Namespace) -> int:
         print(comparison_table(refitted.comparison))
     print(f"\nwrote {output}")
     return 0
+
+
+def _relower(profile: Profile, args: argparse.Namespace) -> Profile:
+    """The profile with its samples priced again against its machine_desc (saved with the fitted profile)."""
+    from presk.tuning.calibration import Progress, reprice
+
+    if profile.machine_desc is None:
+        raise PreskError(PROFILE_ERROR, f"{args.profile} has no machine_desc to price its samples against")
+    points = len({str(s.extra.get("key")) for s in profile.samples})
+    progress = Progress(points, label="relowering")
+    try:
+        samples, kept = reprice(profile.samples, profile.machine_desc, progress)
+    finally:
+        progress.close()
+    print(f"repriced {len(samples) - kept} samples against the machine_desc"
+          + (f"; {kept} samples of entries kept their terms" if kept else ""))  # fmt: skip
+    # No samples file: the fitted profile is saved with these samples in full.
+    return replace(profile, samples=tuple(samples), samples_file=None)
 
 
 def _si(value: float, unit: str) -> str:

@@ -36,7 +36,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from itertools import combinations, permutations
 from typing import Any
@@ -47,7 +47,7 @@ from xdsl.dialects.builtin import ModuleOp
 from presk import sizes
 from presk.cost.profile import Sample
 from presk.cost.quantities import kernel_terms
-from presk.cost.terms import RULES, MachineDesc
+from presk.cost.terms import RULES, KernelTerms, MachineDesc
 from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import KernelOp
 from presk.dialects.psk_realize_layout import TILE_COLS
@@ -74,6 +74,8 @@ __all__ = [
     "measure_point",
     "operation_count",
     "parse_budget",
+    "point_of_key",
+    "reprice",
     "rule_sets",
     "run_space",
     "space",
@@ -359,8 +361,7 @@ def kernel_samples(
             continue
         kernel, workers = timed.kernels[name], timed.workers[name]
         quartiles = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
-        terms = {rules: kernel_terms(kernel, desc, workers, frozenset(filter(None, rules.split(","))))
-                 for rules in rule_sets()}  # fmt: skip
+        terms = all_terms(kernel, desc, workers)
         extra = {**describe, "kernel": name, "launches": len(times) // max(calls, 1), "workers": workers}
         samples.append(Sample(terms, statistics.median(times), (quartiles[0], quartiles[2]),
                               operation_count(kernel), extra))  # fmt: skip
@@ -375,6 +376,52 @@ def measure_point(point: Point, runner: Any, desc: MachineDesc, seed: int = 0) -
     describe = {"key": point.key, "entry": point.entry, "sizes": dict(point.sizes), "dtype": point.dtype,
                 "layout": _thaw(dict(point.layout))}  # fmt: skip
     return kernel_samples(kernels, _inputs(module, point.entry, env, seed), runner, desc, describe)
+
+
+def point_of_key(key: str) -> Point | None:
+    """The calibration point a sample's key names, or None (a sample of an entry, `presk bench FILE --entry`)."""
+    try:
+        data = json.loads(key)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(data, dict) or set(data) != {"entry", "sizes", "dtype", "layout"}:
+        return None
+    return _point(data["entry"], data["sizes"], data["dtype"], data["layout"])
+
+
+def all_terms(kernel: KernelOp, desc: MachineDesc, workers: int) -> dict[str, KernelTerms]:
+    """A kernel's terms under every rule set, as a sample keeps them."""
+    return {rules: kernel_terms(kernel, desc, workers, frozenset(filter(None, rules.split(",")))) for rules in rule_sets()}
+
+
+def reprice(samples: Sequence[Sample], desc: MachineDesc, progress: Progress | None = None) -> tuple[list[Sample], int]:
+    """Every calibration sample's terms read again from its point, lowered again, against `desc`.
+
+    What was measured (the times) is kept; what the model reads of each
+    kernel is recomputed, so a profile whose machine description was
+    edited, or whose samples predate a change of the quantities, is priced
+    as a new calibration would price it without timing anything. Samples of
+    an entry (not a calibration point) keep their terms: returns the new
+    samples and how many were kept as they were.
+    """
+    module = _calibration_module()
+    kernels_of: dict[str, dict[str, KernelOp]] = {}
+    repriced, kept = [], 0
+    for sample in samples:
+        point = point_of_key(str(sample.extra.get("key")))
+        if point is None:
+            repriced.append(sample)
+            kept += 1
+            continue
+        if point.key not in kernels_of:
+            env = sizes.resolve(module, {}, dict(point.sizes))
+            lowered = lower(module, point.entry, env, parse_plan(point.plan(), "calibration"))
+            kernels_of[point.key] = {op.sym_name.data: op for op in lowered.walk() if isinstance(op, KernelOp)}
+            if progress is not None:
+                progress.step(f"{point.entry} {point.dtype} {dict(point.sizes)}")
+        kernel = kernels_of[point.key][str(sample.extra["kernel"])]
+        repriced.append(replace(sample, terms=all_terms(kernel, desc, int(sample.extra.get("workers", 1)))))
+    return repriced, kept
 
 
 # --------------------------------------------------------------------------

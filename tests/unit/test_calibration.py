@@ -154,3 +154,29 @@ def test_a_budget_stops_before_the_next_point(runner: NativeRunner) -> None:
     recorded: list = []
     assert run_space(points, set(), runner, MachineDesc.of(target_machine()), recorded.extend, progress) == (0, 0, True)
     assert recorded == []
+
+
+def test_repricing_reads_the_terms_again_against_an_edited_machine(tmp_path: Path, runner: NativeRunner) -> None:
+    """`presk refit --relower`: the measured times stay, the terms follow the edited machine description."""
+    from dataclasses import replace
+
+    from presk.cost.profile import Sample
+    from presk.target import CacheLevel
+    from presk.tuning.calibration import reprice
+
+    desc = MachineDesc.of(target_machine())
+    point = calibration._point("gemm", {"I": 32, "K": 32, "J": 32}, "f64", {"tile": [1, 4], "lanes": 1})
+    samples = measure_point(point, runner, desc)
+    entry_sample = Sample(samples[0].terms, 1e-3, None, 7, {"key": "corpus/mlp.mlir:mse:[]", "kernel": "dot"})
+    # An L1 of 512 bytes: no operand row of 32 f64 fits it with another, so L2 serves far more.
+    tiny = replace(desc, caches=(CacheLevel(1, 512, 64, 1), *desc.caches[1:]))
+    repriced, kept = reprice([*samples, entry_sample], tiny)
+    assert kept == 1 and repriced[-1] is entry_sample
+    dot_before = next(s for s in samples if s.extra["kernel"] == "dot")
+    dot_after = next(s for s in repriced if s.extra["kernel"] == "dot")
+    assert dot_after.seconds == dot_before.seconds and dot_after.extra == dot_before.extra
+    assert dot_after.terms[""].q_l2 > dot_before.terms[""].q_l2
+    assert dot_after.terms[""].work == dot_before.terms[""].work
+    # Against the description it was measured with, repricing gives the same terms.
+    same, _ = reprice(samples, desc)
+    assert [s.terms for s in same] == [s.terms for s in samples]

@@ -105,3 +105,19 @@ def test_rules_name_a_new_profiles_rules_only(small_profile: tuple[Path, str]) -
     status, _, err = run("bench", "--calibrate", str(path), "--space", "calib-small", "--rules", "lines")
     assert status == 1
     assert "error: E8001" in err and "presk refit" in err and "--recost --rules lines" in err
+
+
+def test_relower_prices_the_samples_against_the_edited_description(small_profile: tuple[Path, str], tmp_path: Path) -> None:
+    path, _ = small_profile
+    data = json.loads(path.read_text())
+    data["machine_desc"]["caches"][0]["size"] = 1024
+    edited = tmp_path / "E.json"
+    edited.write_text(json.dumps(data))
+    edited.with_name("E.samples.jsonl").write_text(path.with_name("P.samples.jsonl").read_text())
+    code, out, err = run("refit", str(edited), "--relower")
+    assert code == 0, err
+    assert re.search(r"repriced \d+ samples against the machine_desc", out)
+    before = [json.loads(line) for line in path.with_name("P.samples.jsonl").read_text().splitlines()]
+    after = [json.loads(line) for line in edited.with_name("E.samples.jsonl").read_text().splitlines()]
+    assert [s["seconds"] for s in after] == [s["seconds"] for s in before]
+    assert sum(s["terms"][""]["q_l2"] for s in after) > sum(s["terms"][""]["q_l2"] for s in before)
