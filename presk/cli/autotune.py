@@ -1,0 +1,73 @@
+"""`presk autotune FILE --entry E -o RESULTS.jsonl`: every layout point of an entry's nests, compiled and timed.
+
+Thin over `presk.tuning.autotune`. It appends one line per point measured
+to RESULTS.jsonl (a second call resumes), writes the plan of the best
+measured points (`--plan-out`), and fails if any point gave other bits than
+its nest's default layout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from presk.cli.program import add_input_arguments, add_size_arguments, load_program, pipeline_of
+from presk.cli.source import read_input
+from presk.diagnostics import PreskError
+from presk.tuning.autotune import autotune, report
+from presk.tuning.calibration import parse_budget
+from presk.tuning.plan import plan_text
+from presk.tuning.space import SPACES
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("autotune", help="compile and time every layout point of an entry's nests (resumable)")
+    add_input_arguments(p)
+    p.add_argument("--entry", required=True, help="the function whose nests are measured")
+    add_size_arguments(p)
+    p.add_argument("--realize", metavar="R", default="f64",
+                   help="the realization measured and stated by the plan: f64 (default), f32, bf16 or @FILE")  # fmt: skip
+    p.add_argument("-o", "--output", required=True, metavar="RESULTS.jsonl",
+                   help="one line per point measured, appended as it is measured; a second call skips them")  # fmt: skip
+    p.add_argument("--plan-out", metavar="PLAN.json", help="write the plan of the best measured points")
+    p.add_argument("--profile", metavar="P.json", help="price every point with this profile's model and record "
+                   "the prediction beside the measurement (presk rank compares them)")  # fmt: skip
+    p.add_argument("--candidates", action="store_true",
+                   help="with --profile, measure only the points predicted within 1 + u of the model's best")  # fmt: skip
+    p.add_argument("--space", choices=SPACES, default="quick",
+                   help="quick (default): tiles whose registers fit the target's; full: every tile and lane")  # fmt: skip
+    p.add_argument("--budget", metavar="TIME", help="stop cleanly between points after this long (90s, 20m, 1.5h)")
+    p.add_argument("--nests", metavar="SITE,...", help="only these nests (site names, as presk plan prints them)")
+    p.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    passes = pipeline_of(args)
+    source = read_input(args.file)
+    try:
+        program = load_program(source, args.dim, args.const, passes)
+    except PreskError as error:
+        raise error.located(source.name) from None
+    budget = parse_budget(args.budget) if args.budget else None
+    sites = [s.strip() for s in args.nests.split(",") if s.strip()] if args.nests else None
+    plan_dir = os.path.dirname(args.plan_out) if args.plan_out else "."
+    result = autotune(program.parsed.module, args.entry, program.env, args.realize, args.output, args.profile,
+                      args.candidates, args.space, budget, sites, plan_dir=plan_dir)  # fmt: skip
+    for line in report(result):
+        print(line)
+    if args.plan_out:
+        try:
+            with open(args.plan_out, "w", encoding="utf-8") as stream:
+                stream.write(plan_text(result.plan))
+        except OSError as error:
+            raise PreskError("E0001", f"cannot write the plan '{args.plan_out}': {error.strerror}") from None
+        print(f"wrote {args.plan_out}")
+    if result.differ:
+        sys.stderr.write(f"presk autotune: {len(result.differ)} points gave other bits than their nest's default "
+                         f"layout (a bug of the lowering; `\"bits\": \"differ\"` in {args.output}):\n")  # fmt: skip
+        for r in result.differ:
+            sys.stderr.write(f"  {r['site']} ({r['shape']}): {r['point']}\n")
+        return 1
+    return 0

@@ -1,0 +1,522 @@
+"""`presk autotune`: every layout point of every contraction and softmax nest of an entry, compiled and timed.
+
+`presk plan` chooses from the model; this measures, so that the model can
+be judged (`presk rank`) and a plan written from what the machine did.
+
+What is measured. The entry's nests are captured as `presk plan` captures
+them (`presk.tuning.plan.capture`): each nest at each shape it is launched
+at, in isolation (the module of its primitive alone). A point is lowered
+under that nest's plan exactly as `presk plan` prices it (no launch
+fusion), compiled and called once untimed (compilation, cold caches), then
+called until `MIN_CALLS` calls and `MIN_SECONDS` have passed; a call's
+time is the sum of its kernels' launches (a packed point's pack kernel
+counts), timed one by one (`presk.jit.timed.TimedRunner`), so the host's
+own work is not in it. The figures are the median and quartiles of the
+calls.
+
+Why a bit check. Every layout point computes the default's bits
+(docs/layouts.md), so a point whose output differs from the default's on
+the same inputs is a bug of the lowering: it is printed on stderr,
+recorded with `"bits": "differ"`, never chosen, and the command fails.
+
+Why one line per point. A sweep of a GPT takes many minutes on a shared
+machine; each point's line is appended and synced as soon as it is
+measured, and a second run skips every (machine, nest shape, point) the
+file holds, so an interrupted run loses at most its current point. Nests
+of equal shapes (an attention's projections) are measured once. With a
+profile, the predicted prices of a shape are kept in the file too (one
+`"record": "prices"` line per shape), so a resumed run does not price its
+space again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from presk.cost.profile import load_profile
+from presk.cost.terms import MachineDesc
+from presk.diagnostics import PreskError
+from presk.interp.inputs import make_inputs
+from presk.interp.reference import find_entry
+from presk.jit.executor import HostProgram, flatten_inputs
+from presk.jit.timed import TimedRunner
+from presk.pipeline import lower
+from presk.plans import parse_plan
+from presk.target import target_machine
+from presk.tuning.calibration import MIN_CALLS, MIN_SECONDS, Progress
+from presk.tuning.plan import ISOLATED_FUNCTION, Isolated, Nest, Pricer, capture, profile_constants
+from presk.tuning.space import SPACES, Point, nest_space, point_key
+
+__all__ = [
+    "AutotuneResult",
+    "Measurement",
+    "NestOutcome",
+    "RESULTS_ERROR",
+    "append_record",
+    "autotune",
+    "measure",
+    "read_results",
+    "report",
+    "shape_key",
+]
+
+RESULTS_ERROR = "E8001"
+MAX_CALLS = 5000
+"""A bound on timed calls: a microsecond kernel reaches `MIN_SECONDS` after thousands."""
+POINT_KEYS = ("machine", "site", "shape_key", "point", "median_s", "q1_s", "q3_s", "bits")
+
+
+# --------------------------------------------------------------------------
+# The results file.
+
+
+def shape_key(iso: Isolated) -> str:
+    """A short name of an isolated nest (its module, storage and operands' storage): equal shapes share it."""
+    return hashlib.sha1(iso.key.encode("utf-8")).hexdigest()[:16]
+
+
+def read_results(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of a results file (none if it does not exist); a last line a kill cut short is skipped."""
+    target = Path(path)
+    try:
+        data = target.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        raise PreskError("E0001", f"cannot read the results file '{target}': {error.strerror}") from None
+    lines = data.split(b"\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        last = number == len(lines)  # no newline after it: a write cut short
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            if last:
+                break
+            why = error.msg if isinstance(error, json.JSONDecodeError) else "not UTF-8 text"
+            raise PreskError(RESULTS_ERROR, f"{target}:{number}: not a results line of presk autotune ({why})") from None
+        kind = record.get("record", "point") if isinstance(record, dict) else None
+        required = POINT_KEYS if kind == "point" else ("machine", "shape_key", "prices") if kind == "prices" else None
+        if required is None or any(k not in record for k in required):
+            missing = [k for k in (required or ()) if not isinstance(record, dict) or k not in record]
+            raise PreskError(RESULTS_ERROR, f"{target}:{number}: not a results line of presk autotune"
+                             + (f" (no {', '.join(missing)})" if missing else ""))  # fmt: skip
+        records.append(record)
+    return records
+
+
+def append_record(path: str | Path, record: Mapping[str, Any]) -> None:
+    """Append one line and sync it; a torn last line of an earlier kill is cut off first."""
+    target = Path(path)
+    line = (json.dumps(record, allow_nan=False) + "\n").encode("utf-8")
+    try:
+        with open(target, "a+b") as stream:
+            size = stream.seek(0, os.SEEK_END)
+            if size:
+                stream.seek(size - 1)
+                if stream.read(1) != b"\n":
+                    stream.seek(0)
+                    data = stream.read()
+                    stream.truncate(data.rfind(b"\n") + 1)
+                    stream.seek(0, os.SEEK_END)
+            stream.write(line)
+            stream.flush()
+            os.fsync(stream.fileno())
+    except OSError as error:
+        raise PreskError("E0001", f"cannot append to the results file '{target}': {error.strerror}") from None
+
+
+# --------------------------------------------------------------------------
+# Measuring one point.
+
+
+@dataclass
+class Measurement:
+    outputs: list[np.ndarray]
+    median_s: float
+    q1_s: float
+    q3_s: float
+    calls: int
+
+
+def measure(kernels: ModuleOp, leaves: Sequence[Any], runner: Any, min_calls: int = MIN_CALLS,
+            min_seconds: float = MIN_SECONDS, max_calls: int = MAX_CALLS) -> Measurement:  # fmt: skip
+    """The outputs of a first, untimed call, then the kernels' time per call (see the module docstring)."""
+    timed = TimedRunner(runner)
+    host = HostProgram(kernels, timed)
+    prepared = host.prepare_inputs(leaves)
+    outputs = [np.array(o, copy=True) for o in host(prepared)]
+    lists = list(timed.samples.values())
+    for times in lists:
+        times.clear()
+    per_call: list[float] = []
+    start = time.perf_counter()
+    while len(per_call) < max_calls and (len(per_call) < min_calls or time.perf_counter() - start < min_seconds):
+        before = [len(t) for t in lists]
+        host(prepared)
+        per_call.append(sum(sum(t[n:]) for t, n in zip(lists, before)))
+    q = statistics.quantiles(per_call, n=4) if len(per_call) >= 2 else [per_call[0]] * 3
+    return Measurement(outputs, statistics.median(per_call), q[0], q[2], len(per_call))
+
+
+def reference_outputs(kernels: ModuleOp, leaves: Sequence[Any], runner: Any) -> list[np.ndarray]:
+    """The default layout's outputs, which every point must equal bit for bit."""
+    host = HostProgram(kernels, runner)
+    return [np.array(o, copy=True) for o in host(host.prepare_inputs(leaves))]
+
+
+def same_bits(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if np.ascontiguousarray(x).tobytes() != np.ascontiguousarray(y).tobytes():
+            return False
+    return True
+
+
+def lower_point(iso: Isolated, point: Point) -> ModuleOp:
+    """The point's kernels, lowered as `presk plan` prices them (no launch fusion): the same kernels."""
+    return lower(iso.module, ISOLATED_FUNCTION, {}, iso.plan(point), fuse_launches=False)
+
+
+# --------------------------------------------------------------------------
+# The sweep.
+
+
+@dataclass
+class NestOutcome:
+    """One nest after the sweep: its best measured point, the default, and the model's pick."""
+
+    nest: Nest
+    best: Point | None
+    best_s: float | None
+    """Measured seconds per run of the entry (launch-weighted over the nest's shapes)."""
+    default_s: float | None
+    measured: int
+    differ: int
+    pick: Point | None = None
+    pick_predicted_s: float | None = None
+    pick_s: float | None = None
+    candidates: int | None = None
+    priced: int | None = None
+
+
+@dataclass
+class AutotuneResult:
+    outcomes: list[NestOutcome]
+    plan: dict[str, Any]
+    measured: int
+    skipped: int
+    refused: int
+    stopped: bool
+    seconds: float
+    differ: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Shape:
+    iso: Isolated
+    key: str
+    site: str
+    kind: str
+    reference: list[np.ndarray] | None = None
+    leaves: list[Any] | None = None
+
+
+def _legal(nest: Nest, space: str) -> list[Point]:
+    """The points of the nest's space that every shape's static check accepts, in the space's order."""
+    machine = target_machine()
+    spaces = [nest_space(iso.site, {}, machine, space) for iso, _ in nest.shapes]
+    others = [{point_key(p) for p in s} for s in spaces[1:]]
+    return [p for p in spaces[0] if all(point_key(p) in o for o in others)
+            and all(iso.violation(p, machine) is None for iso, _ in nest.shapes)]  # fmt: skip
+
+
+def autotune(
+    module: ModuleOp,
+    entry: str,
+    env: Mapping[str, int],
+    realization: str,
+    results_path: str,
+    profile_path: str | None = None,
+    candidates: bool = False,
+    space: str = "quick",
+    budget_s: float | None = None,
+    sites: Sequence[str] | None = None,
+    runner: Any = None,
+    err: TextIO | None = None,
+    plan_dir: str = ".",
+) -> AutotuneResult:
+    """Measure the nests' points not yet in `results_path`, then choose the best measured point of each."""
+    err = err or sys.stderr
+    started = time.perf_counter()
+    find_entry(module, entry)
+    if space not in SPACES:
+        raise PreskError("E4001", f"--space {space}: expected one of {', '.join(SPACES)}")
+    if candidates and profile_path is None:
+        raise PreskError("E4001", "--candidates needs --profile P.json: the candidates are the model's")
+    machine = target_machine()
+    machine_key = machine.key()
+    records = read_results(results_path)
+    nests = capture(module, entry, env, parse_plan({"realization": realization}, "--realize"))
+    if sites:
+        known = [n.site for n in nests]
+        unknown = [s for s in sites if s not in known]
+        if unknown:
+            raise PreskError("E4001", f"--nests: no contraction or softmax nest {', '.join(unknown)} in @{entry} "
+                             f"(its nests: {', '.join(known)})")  # fmt: skip
+        nests = [n for n in nests if n.site in sites]
+    legal = {n.site: _legal(n, space) for n in nests}
+
+    pricer: Pricer | None = None
+    u: float | None = None
+    profile_id = None
+    if profile_path is not None:
+        profile = load_profile(profile_path)
+        if profile.machine and profile.machine != machine_key:
+            err.write(f"presk autotune: warning: {profile_path} was measured on another machine; its predictions "
+                      "are compared with this one's times\n")  # fmt: skip
+        pricer = Pricer(profile_constants(profile, profile_path), profile.machine_desc or MachineDesc.of(machine),
+                        frozenset(profile.rules), machine)  # fmt: skip
+        u = profile.u if profile.u is not None else 0.0
+        profile_id = hashlib.sha1(Path(profile_path).read_bytes()).hexdigest()[:16]
+        _prefill(pricer, nests, records, machine_key, profile_id, space)
+
+    # What to measure, per nest: every legal point, or the model's candidates.
+    predicted: dict[tuple[str, str], float | None] = {}
+    chosen: dict[str, list[Point]] = {}
+    totals: dict[str, dict[str, float]] = {}
+    if pricer is not None:
+        _price_all(nests, legal, pricer, results_path, machine_key, profile_id, space, err)
+    for nest in nests:
+        points = legal[nest.site]
+        if pricer is not None:
+            for iso, _ in nest.shapes:
+                default = pricer.price(iso, {})
+                predicted[(shape_key(iso), point_key({}))] = default if isinstance(default, float) else None
+            per_point: dict[str, float] = {}
+            for point in points:
+                total = 0.0
+                for iso, launches in nest.shapes:
+                    value = pricer.price(iso, point)
+                    if isinstance(value, PreskError):
+                        break
+                    predicted[(shape_key(iso), point_key(point))] = value
+                    total += launches * value
+                else:
+                    per_point[point_key(point)] = total
+            points = [p for p in points if point_key(p) in per_point]
+            totals[nest.site] = per_point
+            if candidates and per_point:
+                best = min(per_point.values())
+                points = [p for p in points if per_point[point_key(p)] <= best * (1 + (u or 0.0))]
+        chosen[nest.site] = points
+
+    done = {(r["machine"], r["shape_key"], point_key(r["point"])): r for r in records
+            if r.get("record", "point") == "point"}  # fmt: skip
+    shapes: dict[str, _Shape] = {}
+    todo: list[tuple[_Shape, Point, bool]] = []
+    queued: set[tuple[str, str]] = set()
+    skipped = 0
+    for nest in nests:
+        for iso, _ in nest.shapes:
+            key = shape_key(iso)
+            shape = shapes.setdefault(key, _Shape(iso, key, nest.site, nest.kind))
+            for point, is_default in [({}, True)] + [(p, False) for p in chosen[nest.site]]:
+                pair = (key, point_key(point))
+                if pair in queued:
+                    continue
+                queued.add(pair)
+                if (machine_key, *pair) in done:
+                    skipped += 1
+                else:
+                    todo.append((shape, point, is_default))
+
+    if runner is None:
+        from presk.jit.native import NativeRunner
+
+        runner = NativeRunner()
+    progress = Progress(len(todo), budget_s, "measuring", stream=err)
+    measured = refused = 0
+    stopped = False
+    new: list[dict[str, Any]] = []
+    try:
+        for shape, point, is_default in todo:
+            if progress.over_budget():
+                stopped = True
+                break
+            record = _measure_one(shape, point, is_default, runner, machine_key, predicted, profile_path, u,
+                                  chosen, err)  # fmt: skip
+            if record is None:
+                refused += 1
+                progress.step("(refused)")
+                continue
+            append_record(results_path, record)
+            new.append(record)
+            measured += 1
+            progress.step(f"{shape.site} {json.dumps(point)}")
+    finally:
+        progress.close()
+
+    all_records = [r for r in records if r.get("record", "point") == "point"] + new
+    mine = {(r["shape_key"], point_key(r["point"])): r for r in all_records if r["machine"] == machine_key}
+    outcomes = [_outcome(nest, legal[nest.site], mine, totals.get(nest.site), u, candidates) for nest in nests]
+    layout = {o.nest.site: o.best for o in outcomes if o.best}
+    plan = {"realization": _relative(realization, plan_dir), "layout": layout}
+    shape_keys = {shape_key(iso) for nest in nests for iso, _ in nest.shapes}
+    differ = [r for r in mine.values() if r["bits"] != "ok" and r["shape_key"] in shape_keys]
+    return AutotuneResult(outcomes, plan, measured, skipped, refused, stopped, time.perf_counter() - started, differ)
+
+
+def _prefill(pricer: Pricer, nests: Sequence[Nest], records: Sequence[Mapping[str, Any]], machine_key: str,
+             profile_id: str | None, space: str) -> None:  # fmt: skip
+    """The prices an earlier run of this profile and space wrote, back in the pricer's cache."""
+    by_key = {shape_key(iso): iso for nest in nests for iso, _ in nest.shapes}
+    for r in records:
+        if (r.get("record") != "prices" or r["machine"] != machine_key or r.get("profile_id") != profile_id
+                or r.get("space") != space or r["shape_key"] not in by_key):  # fmt: skip
+            continue
+        iso = by_key[r["shape_key"]]
+        for key, value in r["prices"].items():
+            refusal = PreskError("E7002", "refused when priced by an earlier run")
+            pricer.cache[(iso.key, key)] = float(value) if value is not None else refusal
+
+
+def _price_all(nests: Sequence[Nest], legal: Mapping[str, list[Point]], pricer: Pricer, results_path: str,
+               machine_key: str, profile_id: str | None, space: str, err: TextIO) -> None:  # fmt: skip
+    """Price every legal point at every shape (the slow, static part), one prices line per shape priced."""
+    work: dict[str, tuple[Isolated, str, list[Point]]] = {}
+    for nest in nests:
+        for iso, _ in nest.shapes:
+            entry = work.setdefault(shape_key(iso), (iso, nest.site, []))
+            seen = {point_key(p) for p in entry[2]}
+            entry[2].extend(p for p in legal[nest.site] if point_key(p) not in seen)
+    todo = sum(1 for iso, _, points in work.values() for p in points if not pricer.cached(iso, p))
+    progress = Progress(todo, label="pricing", stream=err)
+    try:
+        for key, (iso, site, points) in work.items():
+            fresh = [p for p in points if not pricer.cached(iso, p)]
+            if not fresh:
+                continue
+            start = time.perf_counter()
+            for point in fresh:
+                pricer.price(iso, point)
+                progress.step(site)
+            seconds = time.perf_counter() - start
+            prices = {}
+            for point in points:
+                value = pricer.price(iso, point)
+                prices[point_key(point)] = None if isinstance(value, PreskError) else value
+            append_record(results_path, {"record": "prices", "machine": machine_key, "site": site, "shape": iso.describe(),
+                                         "shape_key": key, "profile_id": profile_id, "space": space,
+                                         "points": len(fresh), "seconds": seconds, "prices": prices})  # fmt: skip
+    finally:
+        progress.close()
+
+
+def _measure_one(shape: _Shape, point: Point, is_default: bool, runner: Any, machine_key: str,
+                 predicted: Mapping[tuple[str, str], float | None], profile_path: str | None, u: float | None,
+                 chosen: Mapping[str, list[Point]], err: TextIO) -> dict[str, Any] | None:  # fmt: skip
+    """One point's line, or None if the lowering refuses it (E7002)."""
+    start = time.perf_counter()
+    if shape.reference is None:
+        shape.leaves = flatten_inputs(make_inputs(find_entry(shape.iso.module, ISOLATED_FUNCTION), {}, 0))
+        shape.reference = reference_outputs(lower_point(shape.iso, {}), shape.leaves, runner)
+    try:
+        kernels = lower_point(shape.iso, point)
+    except PreskError as error:
+        if error.code != "E7002":
+            raise
+        return None
+    result = measure(kernels, shape.leaves or [], runner)
+    bits = "ok" if same_bits(result.outputs, shape.reference) else "differ"
+    if bits == "differ":
+        err.write(f"\npresk autotune: BUG: nest \"{shape.site}\" ({shape.iso.describe()}) under {json.dumps(point)} "
+                  "gives other bits than its default layout on the same inputs; it is recorded and never chosen\n")  # fmt: skip
+    return {
+        "machine": machine_key, "site": shape.site, "kind": shape.kind, "shape": shape.iso.describe(),
+        "shape_key": shape.key, "point": point, "default": is_default,
+        "predicted_s": predicted.get((shape.key, point_key(point))), "profile": profile_path, "u": u,
+        "median_s": result.median_s, "q1_s": result.q1_s, "q3_s": result.q3_s, "calls": result.calls,
+        "bits": bits, "seconds": time.perf_counter() - start,
+    }  # fmt: skip
+
+
+def _outcome(nest: Nest, legal: list[Point], mine: Mapping[tuple[str, str], Mapping[str, Any]],
+             totals: Mapping[str, float] | None, u: float | None, candidates: bool) -> NestOutcome:  # fmt: skip
+    """The nest's best measured point (launch-weighted over its shapes; the default counts), and the model's pick."""
+
+    def measured(point: Point) -> float | None:
+        total = 0.0
+        for iso, launches in nest.shapes:
+            r = mine.get((shape_key(iso), point_key(point)))
+            if r is None or r["bits"] != "ok":
+                return None
+            total += launches * r["median_s"]
+        return total
+
+    keys = {shape_key(iso) for iso, _ in nest.shapes}
+    differ = sum(1 for (k, _), r in mine.items() if k in keys and r["bits"] != "ok")
+    times = [(p, t) for p in [{}] + legal if (t := measured(p)) is not None]
+    default_s = measured({})
+    best, best_s = min(times, key=lambda pair: pair[1]) if times else (None, None)
+    outcome = NestOutcome(nest, best, best_s, default_s, len(times), differ)
+    if totals:
+        pick_key = min(totals, key=lambda k: totals[k])  # min keeps the first of equals
+        pick = next(p for p in legal if point_key(p) == pick_key)
+        outcome.pick, outcome.pick_predicted_s, outcome.pick_s = pick, totals[pick_key], measured(pick)
+        outcome.priced = len(totals)
+        outcome.candidates = sum(1 for t in totals.values() if t <= totals[pick_key] * (1 + (u or 0.0)))
+    return outcome
+
+
+def _relative(realization: str, plan_dir: str) -> str:
+    """`@FILE` as the plan reads it: relative to the plan's folder."""
+    if not realization.startswith("@"):
+        return realization
+    return "@" + os.path.relpath(os.path.abspath(realization[1:]), os.path.abspath(plan_dir or "."))
+
+
+def _time(seconds: float | None) -> str:
+    if seconds is None:
+        return "not measured"
+    return f"{seconds * 1e3:.4g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.4g} µs"
+
+
+def report(result: AutotuneResult) -> list[str]:
+    """Per nest: the best measured point and its time, the default's, the speed-up, and the model's pick."""
+    lines = [f"{len(result.outcomes)} nests; {result.measured} points measured, {result.skipped} already in the "
+             f"file, {result.refused} refused by the lowering (E7002); {result.seconds:.0f} s"]  # fmt: skip
+    for o in result.outcomes:
+        shapes = "; ".join(f"{n} × {iso.describe()}" for iso, n in o.nest.shapes)
+        lines.append(f"{o.nest.site} ({o.nest.kind}): {shapes}")
+        if o.best is None:
+            lines.append("  nothing measured")
+            continue
+        speedup = f", {o.default_s / o.best_s:.3g}× the default" if o.default_s and o.best_s else ""
+        best = json.dumps(o.best) if o.best else "the default layout"
+        lines.append(f"  best {best}: {_time(o.best_s)} a run; default {_time(o.default_s)}{speedup}; "
+                     f"{o.measured} points measured" + (f", {o.differ} WITH OTHER BITS" if o.differ else ""))  # fmt: skip
+        if o.pick is not None:
+            ratio = f"{o.pick_s / o.best_s:.3g}× the best" if o.pick_s and o.best_s else "not measured"
+            lines.append(f"  model's pick {json.dumps(o.pick)}: predicted {_time(o.pick_predicted_s)}, measured "
+                         f"{_time(o.pick_s)} ({ratio}); {o.candidates} of {o.priced} points within 1 + u")  # fmt: skip
+    if result.stopped:
+        lines.append("the budget stopped it: the same command resumes it")
+    return lines

@@ -1,0 +1,242 @@
+"""`presk rank`: the model's predictions against the measured times of a `presk autotune` results file.
+
+A choice needs a model that orders points the way the machine does, not one
+that predicts their times: so the figures are about order. Per nest shape
+(the file's unit: nests of equal shapes were measured once), over the
+points that have a prediction, were measured with the default's bits, and
+are not the default layout itself (a duplicate of one of them):
+
+* **Spearman** between predicted and measured times.
+* **Pairs**: a pair of points is *distinguished* by the measurement when
+  their quartile ranges do not overlap or their medians differ by more than
+  `DISTINCT` (3 %); the share of distinguished pairs the model orders the
+  same way (a predicted tie is not right). *Decided* pairs are those whose
+  predicted times differ by more than 1 + u (the profile's median relative
+  error): the pairs the model claims to know; their share right.
+* **O**, the pick's measured time over the best measured one: what choosing
+  by the model costs.
+* **Q**, whether the candidates (predicted within 1 + u of the model's
+  best) hold a point within `DISTINCT` of the best measured one: whether
+  measuring only the candidates would have found the best. A file measured
+  with `--candidates` holds only candidates, and Q holds trivially there.
+* **N**, what each choice cost: the static one, its points priced (the
+  `"prices"` lines' seconds), against the sweep's, its points measured
+  (their lines' seconds), and the whole space's sweep extrapolated.
+* **Halide's ordering rate** (Adams et al. 2019): of the points more than
+  1.3× slower than the best measured one, the share the model predicts
+  slower than its prediction of that best.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from presk.cost.fit import spearman
+from presk.cost.profile import load_profile
+from presk.diagnostics import PreskError
+
+__all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "figures", "plot", "report"]
+
+DISTINCT = 1.03
+HALIDE_SLOWER = 1.3
+
+
+@dataclass
+class NestFigures:
+    """The ranking figures of one nest shape (see the module docstring)."""
+
+    machine: str
+    shape_key: str
+    site: str
+    shape: str
+    u: float
+    points: list[dict[str, Any]]
+    spearman: float
+    distinguished: int
+    right: int
+    decided: int
+    decided_right: int
+    pick: dict[str, Any] | None
+    best: dict[str, Any] | None
+    pick_ratio: float | None
+    q_holds: bool | None
+    only_candidates: bool
+    slower: int
+    slower_behind: int
+    priced_points: int = 0
+    priced_seconds: float = 0.0
+    measured_seconds: float = 0.0
+    default: dict[str, Any] | None = None
+    other_sites: list[str] = field(default_factory=list)
+
+    @property
+    def sweep_estimate(self) -> float | None:
+        """The seconds measuring every priced point would take, at this file's mean seconds a point."""
+        if not self.priced_points or not self.points:
+            return None
+        return self.priced_points * self.measured_seconds / len(self.points)
+
+
+def _u_of(lines: Sequence[Mapping[str, Any]], override: float | None, cache: dict[str, float]) -> float:
+    if override is not None:
+        return override
+    for r in lines:
+        if isinstance(r.get("u"), (int, float)):
+            return float(r["u"])
+    for r in lines:
+        path = r.get("profile")
+        if isinstance(path, str):
+            if path not in cache:
+                try:
+                    cache[path] = load_profile(path).u or 0.0
+                except PreskError:
+                    continue
+            return cache[path]
+    raise PreskError("E4001", f"nest {lines[0].get('site')}: the file names no profile whose u it could read: give --u")
+
+
+def _distinguished(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    apart = a["q1_s"] > b["q3_s"] or b["q1_s"] > a["q3_s"]
+    return apart or max(a["median_s"], b["median_s"]) > DISTINCT * min(a["median_s"], b["median_s"])
+
+
+def figures(records: Iterable[Mapping[str, Any]], u: float | None = None) -> list[NestFigures]:
+    """The figures of every nest shape of the file that has predictions, in the file's order."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    prices: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        key = (r["machine"], r["shape_key"])
+        if r.get("record", "point") == "prices":
+            prices.setdefault(key, []).append(r)
+        else:
+            groups.setdefault(key, []).append(dict(r))
+    out = []
+    profiles: dict[str, float] = {}
+    for key, lines in groups.items():
+        default = next((r for r in lines if r.get("default")), None)
+        points = [r for r in lines if not r.get("default") and r["bits"] == "ok"
+                  and isinstance(r.get("predicted_s"), (int, float))]  # fmt: skip
+        if not points:
+            continue
+        out.append(_figures(key, points, default, _u_of(points, u, profiles), prices.get(key, [])))
+    return out
+
+
+def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[str, Any] | None, u: float,
+             prices: Sequence[Mapping[str, Any]]) -> NestFigures:  # fmt: skip
+    predicted = np.array([r["predicted_s"] for r in points], dtype=float)
+    measured = np.array([r["median_s"] for r in points], dtype=float)
+    distinguished = right = decided = decided_right = 0
+    for i, j in combinations(range(len(points)), 2):
+        if not _distinguished(points[i], points[j]):
+            continue
+        distinguished += 1
+        ok = (predicted[i] - predicted[j]) * (measured[i] - measured[j]) > 0
+        right += ok
+        if max(predicted[i], predicted[j]) > (1 + u) * min(predicted[i], predicted[j]):
+            decided += 1
+            decided_right += ok
+    pick_i = int(np.argmin(predicted))  # the first of equals, as presk plan keeps it
+    best_i = int(np.argmin(measured))
+    best_m = measured[best_i]
+    candidates = predicted <= predicted[pick_i] * (1 + u)
+    q_holds = bool(np.any(measured[candidates] <= DISTINCT * best_m))
+    slower = measured > HALIDE_SLOWER * best_m
+    sites = list(dict.fromkeys(r["site"] for r in points))
+    return NestFigures(
+        machine=key[0], shape_key=key[1], site=sites[0], shape=str(points[0].get("shape", "")), u=u, points=points,
+        spearman=spearman(predicted, measured) if len(points) >= 2 else math.nan,
+        distinguished=distinguished, right=right, decided=decided, decided_right=decided_right,
+        pick=points[pick_i], best=points[best_i], pick_ratio=float(measured[pick_i] / best_m),
+        q_holds=q_holds, only_candidates=bool(candidates.all()),
+        slower=int(slower.sum()), slower_behind=int(np.sum(slower & (predicted > predicted[best_i]))),
+        priced_points=sum(int(p.get("points", 0)) for p in prices),
+        priced_seconds=sum(float(p.get("seconds", 0.0)) for p in prices),
+        measured_seconds=sum(float(r.get("seconds", 0.0)) for r in points),
+        default=default, other_sites=sites[1:],
+    )  # fmt: skip
+
+
+def _share(right: int, total: int) -> str:
+    return f"{right}/{total} ({right / total:.0%})" if total else "0/0"
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds * 1e3:.4g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.4g} µs"
+
+
+def _clock(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.1f} s"
+
+
+def report(nests: Sequence[NestFigures]) -> list[str]:
+    lines = []
+    for f in nests:
+        lines.append(f"{f.site} ({f.shape}): {len(f.points)} points, u = {f.u:.3g}"
+                     + (f"; also {', '.join(f.other_sites)}" if f.other_sites else ""))  # fmt: skip
+        rho = "n/a" if math.isnan(f.spearman) else f"{f.spearman:.3f}"
+        lines.append(f"  Spearman {rho}; pairs the measurement distinguishes ordered right "
+                     f"{_share(f.right, f.distinguished)}; decided (beyond 1 + u) right {_share(f.decided_right, f.decided)}")  # fmt: skip
+        assert f.pick is not None and f.best is not None
+        lines.append(f"  O: the pick {json.dumps(f.pick['point'])} measured {_time(f.pick['median_s'])}, "
+                     f"{f.pick_ratio:.3g}× the best {json.dumps(f.best['point'])} ({_time(f.best['median_s'])})")  # fmt: skip
+        trivially = " (trivially: the file holds only candidates)" if f.only_candidates else ""
+        lines.append(f"  Q: the candidates within 1 + u {'hold' if f.q_holds else 'do not hold'} a point within "
+                     f"{DISTINCT}× of the best{trivially}")  # fmt: skip
+        lines.append(f"  Halide's ordering: of {f.slower} points > {HALIDE_SLOWER}× slower than the best, "
+                     f"{_share(f.slower_behind, f.slower)} predicted behind it")  # fmt: skip
+        if f.priced_points:
+            estimate = f.sweep_estimate
+            lines.append(f"  N: static {f.priced_points} points priced in {_clock(f.priced_seconds)}; measured "
+                         f"{len(f.points)} points in {_clock(f.measured_seconds)}"
+                         + (f"; the whole space measured: about {_clock(estimate)}" if estimate else ""))  # fmt: skip
+        if f.default is not None:
+            lines.append(f"  the default measured {_time(f.default['median_s'])}: "
+                         f"{f.default['median_s'] / f.best['median_s']:.3g}× the best")  # fmt: skip
+    if not nests:
+        lines.append("no measured point has a prediction (measure with --profile P.json)")
+    return lines
+
+
+def plot(nests: Sequence[NestFigures], path: str) -> None:
+    """Predicted against measured, log-log, a panel per nest shape, the pick and the best marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    count = max(len(nests), 1)
+    cols = min(count, 3)
+    rows = math.ceil(count / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 4 * rows), squeeze=False)
+    for ax, f in zip(axes.flat, nests):
+        x = [r["predicted_s"] * 1e6 for r in f.points]
+        y = [r["median_s"] * 1e6 for r in f.points]
+        ax.scatter(x, y, s=8, alpha=0.6, label="points")
+        assert f.pick is not None and f.best is not None
+        ax.scatter([f.pick["predicted_s"] * 1e6], [f.pick["median_s"] * 1e6], marker="x", s=80, c="red", label="pick")
+        ax.scatter([f.best["predicted_s"] * 1e6], [f.best["median_s"] * 1e6], marker="*", s=120, c="green",
+                   label="best measured")  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("predicted µs")
+        ax.set_ylabel("measured µs")
+        rho = "n/a" if math.isnan(f.spearman) else f"{f.spearman:.2f}"
+        ax.set_title(f"{f.site}\nρ = {rho}, O = {f.pick_ratio:.2f}", fontsize=9)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(nests):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as error:
+        raise PreskError("E0001", f"cannot write the plot '{path}': {error.strerror}") from None
+    finally:
+        plt.close(fig)

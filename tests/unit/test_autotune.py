@@ -1,0 +1,280 @@
+"""`presk autotune` and `presk rank`: the results file, resuming, the bit check, candidates, the plan, the figures.
+
+The sweeps are cut to a few points of a tiny GEMM (N = 16) or of
+tests/plan/two_dots.mlir (B = 4) by narrowing each nest's space
+(`autotune._legal`), so each run compiles a handful of kernels; the
+candidates test prices a whole space under a synthetic profile (loads cost
+a nanosecond each, a split a second), built for the target's own register
+file, so the tests hold on AVX2 and AVX-512 alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from presk import sizes
+from presk.cli.main import main
+from presk.cost.models import Constants, Form
+from presk.cost.profile import Profile, save_profile
+from presk.cost.terms import MachineDesc
+from presk.diagnostics import PreskError
+from presk.ir.context import presk_context
+from presk.ir.parse import parse_module, read_source
+from presk.target import target_machine
+from presk.tuning import autotune as at
+from presk.tuning.rank import figures
+from presk.tuning.space import point_key
+
+ROOT = Path(__file__).resolve().parents[2]
+GEMM = ROOT / "bench/programs/gemm.mlir"
+TWO_DOTS = ROOT / "tests/plan/two_dots.mlir"
+FIRST = 5
+"""Points of each nest's space a narrowed sweep measures (beside the default)."""
+
+
+@pytest.fixture
+def narrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    legal = at._legal
+    monkeypatch.setattr(at, "_legal", lambda nest, space: legal(nest, space)[:FIRST])
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def gemm(n: int = 16) -> tuple[Any, dict[str, int]]:
+    module = parse_module(presk_context(), read_source(str(GEMM)), str(GEMM)).module
+    return module, sizes.resolve(module, {}, {"N": n})
+
+
+def points_of(path: Path) -> list[dict[str, Any]]:
+    return [r for r in at.read_results(path) if r.get("record", "point") == "point"]
+
+
+def load_dominated(path: Path, u: float = 0.1) -> Path:
+    """A profile whose every f32 group prices loads at a nanosecond, work and traffic at nothing, a split at a second."""
+    machine = target_machine()
+    values = {"lambda": 1e-7, "spawn": 1.0, "beta_l2": 1e30, "beta_l3": 1e30, "beta_mem": 1e30}
+    for lanes in (1, *machine.lane_widths("f32")):
+        for workers in {1, *machine.allowed_workers(), machine.workers()}:
+            values[f"pi[f32/l{lanes}/p{workers}]"] = 1e30
+            values[f"rho[f32/l{lanes}/p{workers}]"] = 1e9
+    constants = Constants("layout", values, Form("group", "max"))
+    save_profile(Profile(machine.key(), MachineDesc.of(machine), Form("group", "max"), layout=constants, u=u), path)
+    return path
+
+
+# --------------------------------------------------------------------------
+# The results file and resuming.
+
+
+def test_lines_and_resume_after_an_interruption(tmp_path: Path, narrow: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    module, env = gemm()
+    results = tmp_path / "r.jsonl"
+    measure = at.measure
+    calls: list[int] = []
+
+    def interrupted(*args: Any, **kwargs: Any) -> at.Measurement:
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return measure(*args, **kwargs)
+
+    monkeypatch.setattr(at, "measure", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        at.autotune(module, "gemm", env, "f32", str(results))
+    lines = points_of(results)
+    assert len(lines) == 3
+    first = lines[0]
+    assert first["machine"] == target_machine().key() and first["site"] == "gemm/%0"
+    assert first["default"] is True and first["point"] == {} and first["predicted_s"] is None
+    assert first["bits"] == "ok" and 0 < first["q1_s"] <= first["median_s"] <= first["q3_s"]
+    assert "16" in first["shape"] and first["calls"] >= 3
+    # A kill mid-line leaves a torn last line: skipped on read, cut before the next append.
+    with open(results, "a") as stream:
+        stream.write('{"machine": "x", "site"')
+    assert len(points_of(results)) == 3
+
+    calls.clear()
+    monkeypatch.setattr(at, "measure", lambda *a, **k: (calls.append(1), measure(*a, **k))[1])
+    result = at.autotune(module, "gemm", env, "f32", str(results))
+    assert len(calls) == 1 + FIRST - 3 == result.measured and result.skipped == 3
+    lines = points_of(results)
+    assert len(lines) == 1 + FIRST
+    assert len({point_key(r["point"]) for r in lines}) == 1 + FIRST
+    (outcome,) = result.outcomes
+    best = min(lines, key=lambda r: r["median_s"])
+    assert outcome.best == best["point"] and outcome.best_s == best["median_s"]
+    assert outcome.default_s == lines[0]["median_s"] and outcome.measured == 1 + FIRST
+
+
+def test_a_point_with_other_bits_is_reported_and_never_chosen(
+    tmp_path: Path, narrow: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module, env = gemm()
+    legal = at._legal
+    (nest,) = at.capture(module, "gemm", env, at.parse_plan({"realization": "f32"}, "test"))
+    bad = legal(nest, "quick")[2]
+    measure, lower_point = at.measure, at.lower_point
+    lowered: list[Any] = []
+    monkeypatch.setattr(at, "lower_point", lambda iso, point: (lowered.append(point), lower_point(iso, point))[1])
+
+    def corrupt(*args: Any, **kwargs: Any) -> at.Measurement:
+        m = measure(*args, **kwargs)
+        if lowered[-1] == bad:  # the wrong bits, and the fastest time of all
+            m.outputs[0].view(np.uint32).flat[3] ^= 1
+            m.median_s = m.q1_s = m.q3_s = 1e-12
+        return m
+
+    monkeypatch.setattr(at, "measure", corrupt)
+    results, plan = tmp_path / "r.jsonl", tmp_path / "plan.json"
+    code, out, err = run_cli(["autotune", str(GEMM), "--entry", "gemm", "--dim", "N=16", "--realize", "f32",
+                              "-o", str(results), "--plan-out", str(plan)], capsys)  # fmt: skip
+    assert code == 1
+    assert "BUG" in err and json.dumps(bad) in err and "other bits" in err
+    differ = [r for r in points_of(results) if r["bits"] == "differ"]
+    assert [r["point"] for r in differ] == [bad]
+    chosen = json.loads(plan.read_text())["layout"].get("gemm/%0")
+    assert chosen != bad and "WITH OTHER BITS" in out
+    # A second run measures nothing and still fails: the bug is in the file.
+    code, _, err = run_cli(["autotune", str(GEMM), "--entry", "gemm", "--dim", "N=16", "--realize", "f32",
+                            "-o", str(results)], capsys)  # fmt: skip
+    assert code == 1 and "1 points gave other bits" in err
+
+
+def test_candidates_are_the_points_within_1_plus_u(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = load_dominated(tmp_path / "p.json", u=0.1)
+    results = tmp_path / "r.jsonl"
+    code, out, err = run_cli(["autotune", str(GEMM), "--entry", "gemm", "--dim", "N=8", "--realize", "f32",
+                              "--profile", str(profile), "--candidates", "-o", str(results)], capsys)  # fmt: skip
+    assert code == 0, err
+    (prices,) = [r for r in at.read_results(results) if r.get("record") == "prices"]
+    priced = {k: v for k, v in prices["prices"].items() if v is not None}
+    best = min(priced.values())
+    expected = {k for k, v in priced.items() if v <= best * 1.1}
+    lines = points_of(results)
+    measured = {point_key(r["point"]) for r in lines if not r["default"]}
+    assert measured == expected and 0 < len(expected) < len(priced)
+    for r in lines:
+        assert r["predicted_s"] == pytest.approx(priced.get(point_key(r["point"]), r["predicted_s"]))
+        assert r["u"] == 0.1 and r["profile"] == str(profile)
+    pick = min(priced, key=lambda k: priced[k])
+    assert pick in measured and "model's pick" in out and "1.1× the best" not in err
+    # Rerun: nothing priced or measured again.
+    code, out, _ = run_cli(["autotune", str(GEMM), "--entry", "gemm", "--dim", "N=8", "--realize", "f32",
+                            "--profile", str(profile), "--candidates", "-o", str(results)], capsys)  # fmt: skip
+    assert code == 0 and "0 points measured" in out
+    assert len([r for r in at.read_results(results) if r.get("record") == "prices"]) == 1
+
+
+def test_the_written_plan_runs_with_the_defaults_bits(
+    tmp_path: Path, narrow: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results, plan = tmp_path / "r.jsonl", tmp_path / "plan.json"
+    base = [str(TWO_DOTS), "--entry", "twice", "--dim", "B=4"]
+    code, out, err = run_cli(["autotune", *base, "--realize", "f32", "-o", str(results), "--plan-out", str(plan)],
+                             capsys)  # fmt: skip
+    assert code == 0, err
+    written = json.loads(plan.read_text())
+    assert written["realization"] == "f32" and set(written["layout"]) <= {"twice/%0", "twice/%1"}
+    assert "twice/%0" in out and "twice/%1" in out
+    outputs = []
+    for how in (["--plan", f"@{plan}"], ["--realize", "f32"]):
+        target = tmp_path / f"out{len(outputs)}.npz"
+        code, _, err = run_cli(["run", *base, *how, "--backend", "native", "--output", str(target)], capsys)
+        assert code == 0, err
+        outputs.append(np.load(target))
+    assert all(outputs[0][k].tobytes() == outputs[1][k].tobytes() for k in outputs[1])
+
+
+# --------------------------------------------------------------------------
+# presk rank on a file made by hand.
+
+
+def hand_made(path: Path) -> Path:
+    """Four points of one nest, u = 0.1: predicted 1, 2, 3, 10 µs; measured 5, 4, 5.1, 9 µs."""
+    common = {"machine": "m", "site": "f/%0", "shape_key": "k", "shape": "[i: 4]", "bits": "ok", "u": 0.1,
+              "profile": None, "seconds": 0.5}  # fmt: skip
+    rows = [  # (point, predicted, median, q1, q3)
+        ({"tile": [1, 1]}, 1e-6, 5.0e-6, 4.9e-6, 5.2e-6),
+        ({"tile": [1, 8]}, 2e-6, 4.0e-6, 3.9e-6, 4.1e-6),
+        ({"tile": [2, 8]}, 3e-6, 5.1e-6, 5.0e-6, 5.3e-6),
+        ({"tile": [4, 8]}, 10e-6, 9.0e-6, 8.8e-6, 9.2e-6),
+    ]
+    lines = [{**common, "point": {}, "default": True, "predicted_s": 1.5e-6, "median_s": 6e-6, "q1_s": 6e-6,
+              "q3_s": 6e-6}]  # fmt: skip
+    lines += [{**common, "point": p, "default": False, "predicted_s": pr, "median_s": m, "q1_s": q1, "q3_s": q3}
+              for p, pr, m, q1, q3 in rows]  # fmt: skip
+    lines.append({"record": "prices", "machine": "m", "shape_key": "k", "points": 40, "seconds": 2.0, "prices": {}})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (f,) = figures(at.read_results(hand_made(tmp_path / "r.jsonl")))
+    # Ranks: predicted 1 2 3 4, measured 2 1 3 4: d² = 1 + 1 = 2, ρ = 1 − 6·2 / (4·15) = 0.8.
+    assert f.spearman == pytest.approx(0.8)
+    # Pairs: (1,3) 5.0 vs 5.1 differ by 2 % and their quartiles overlap: not distinguished; the other
+    # five are. Right: (1,2) wrong (predicted 1 < 2, measured 5 > 4), (1,4), (2,3), (2,4), (3,4) right.
+    assert (f.distinguished, f.right) == (5, 4)
+    # Decided (predicted ratio > 1.1): all five (2, 10, 1.5, 5, 3.33); the same four right.
+    assert (f.decided, f.decided_right) == (5, 4)
+    # O: the pick (predicted 1 µs) measured 5 µs, the best 4 µs.
+    assert f.pick is not None and f.pick["point"] == {"tile": [1, 1]} and f.pick_ratio == pytest.approx(1.25)
+    # Q: the candidates (predicted ≤ 1.1 µs) are the pick alone, 1.25× the best: Q fails.
+    assert f.q_holds is False and not f.only_candidates
+    # Halide: only the 9 µs point is > 1.3 × 4 µs; predicted 10 > 2 (the best's): behind it.
+    assert (f.slower, f.slower_behind) == (1, 1)
+    assert f.priced_points == 40 and f.measured_seconds == pytest.approx(2.0) and f.sweep_estimate == pytest.approx(20)
+    code, out, err = run_cli(["rank", str(tmp_path / "r.jsonl"), "--plot", str(tmp_path / "r.png")], capsys)
+    assert code == 0, err
+    assert "Spearman 0.800" in out and "4/5 (80%)" in out and "1.25×" in out and "do not hold" in out
+    assert (tmp_path / "r.png").stat().st_size > 1000
+    # --u 0.6: the decided pairs are those beyond 1.6: (1,2), (1,4), (2,4), (3,4); three right.
+    (g,) = figures(at.read_results(tmp_path / "r.jsonl"), u=0.6)
+    assert (g.decided, g.decided_right) == (4, 3) and g.q_holds is False
+
+
+# --------------------------------------------------------------------------
+# Errors.
+
+
+def corrupt_files(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("this is not json\n{}\n")
+    yield bad, f"{bad}:1"
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text('{"machine": "m"}\n')
+    yield odd, f"{odd}:1"
+
+
+def test_a_corrupt_results_file_is_an_e8001_naming_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for path, where in corrupt_files(tmp_path):
+        with pytest.raises(PreskError) as caught:
+            at.read_results(path)
+        assert caught.value.code == "E8001" and where in caught.value.message
+        code, _, err = run_cli(["rank", str(path)], capsys)
+        assert code == 1 and "E8001" in err and where in err and "Traceback" not in err
+        code, _, err = run_cli(["autotune", str(GEMM), "--entry", "gemm", "--dim", "N=8", "-o", str(path)], capsys)
+        assert code == 1 and "E8001" in err and where in err
+
+
+def test_errors_are_diagnostics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["autotune", str(GEMM), "--dim", "N=8", "-o", str(tmp_path / "r.jsonl")]
+    code, _, err = run_cli([*base, "--entry", "nope"], capsys)
+    assert code == 1 and "E4004" in err and "Traceback" not in err
+    code, _, err = run_cli([*base, "--entry", "gemm", "--candidates"], capsys)
+    assert code == 1 and "E4001" in err and "--profile" in err
+    code, _, err = run_cli([*base, "--entry", "gemm", "--nests", "gemm/%7"], capsys)
+    assert code == 1 and "E4001" in err and "gemm/%0" in err
+    code, _, err = run_cli(["rank", str(tmp_path / "missing.jsonl")], capsys)
+    assert code == 1 and "E0001" in err
+    assert not (tmp_path / "r.jsonl").exists()
