@@ -18,6 +18,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
+from presk.cli.auto_plan import AUTO, auto_plan
 from presk.cli.backends import add_backend_arguments, compile_entry, make_runner
 from presk.cli.calibrate import (
     add_calibration_arguments,
@@ -28,6 +29,7 @@ from presk.cli.calibrate import (
     open_profile,
 )
 from presk.cli.program import (
+    add_auto_plan_arguments,
     add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
@@ -55,6 +57,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--warmup", type=int, default=3, help="untimed calls first (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
     add_calibration_arguments(p)
+    add_auto_plan_arguments(p, profile=False)
     p.set_defaults(handler=main)
 
 
@@ -76,7 +79,10 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError("E4001", "presk bench needs FILE and --entry E (or --calibrate P.json --space calib)")
     if args.budget is not None or args.space_types != "f32,f64,bf16":
         raise PreskError("E4001", "--budget and --space-types go with --calibrate P.json --space ...")
-    plan = plan_of(args.realize, args.plan) or plan_of("f64", None)
+    auto = args.plan == AUTO
+    if args.save_plan and not auto:
+        raise PreskError("E4001", "--save-plan goes with --plan auto")
+    plan = plan_of(args.realize, None if auto else args.plan) or plan_of("f64", None)
     passes = pipeline_of(args)
     if args.calibrate is not None:
         open_profile(args.calibrate, target_machine(), args.rules)
@@ -89,6 +95,8 @@ def main(args: argparse.Namespace) -> int:
     for entry in args.entry:
         func = find_entry(program.parsed.module, entry)
         leaves = flatten_inputs(make_inputs(func, program.env, args.seed))
+        if auto:
+            plan = auto_plan(program, entry, args.realize, args.profile, args.save_plan)
         kernels = compile_entry(program, entry, plan, fuse=not args.no_fuse, donate=args.donate)
         host = HostProgram(kernels, runner)
         # Converted once, as a training loop holds its arrays: the timed calls convert nothing.

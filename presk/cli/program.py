@@ -100,8 +100,17 @@ def add_realize_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plan",
         metavar="@P.json",
-        help="a realization plan (its realization and a layout per nest), in place of --realize",
+        help="a realization plan (its realization and a layout per nest), in place of --realize; or 'auto': "
+        "layouts chosen from this machine's cost profile (docs/plans.md), in --realize's types",
     )
+
+
+def add_auto_plan_arguments(parser: argparse.ArgumentParser, profile: bool) -> None:
+    """`--save-plan` (and `--profile`, where the command has none of its own) for `--plan auto`."""
+    if profile:
+        parser.add_argument("--profile", metavar="P.json", help="with --plan auto: the cost profile that prices the "
+                            "layouts (default $PRESK_PROFILE, else this machine's own, measured on first use)")  # fmt: skip
+    parser.add_argument("--save-plan", metavar="PLAN.json", help="with --plan auto: write the chosen plan here")
 
 
 def plan_of(realize: str | None, plan: str | None) -> Plan | None:
@@ -114,6 +123,9 @@ def plan_of(realize: str | None, plan: str | None) -> Plan | None:
         realization_record(realize, "--realize")  # refuses it, E7001
     if plan is not None and plan.lstrip("@") == "":
         raise PreskError("E7002", "--plan names a plan file: --plan @P.json")
+    if plan == "auto":
+        raise PreskError("E4001", "--plan auto chooses layouts for `presk run` and `presk bench`; "
+                         "here give a plan file (`presk plan` writes one)")  # fmt: skip
     return plan_from_options(realize, plan)
 
 

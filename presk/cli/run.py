@@ -21,6 +21,7 @@ from xdsl.passes import ModulePass
 
 from presk.cli.program import (
     add_input_arguments,
+    add_auto_plan_arguments,
     add_realize_arguments,
     add_size_arguments,
     load_program,
@@ -28,6 +29,7 @@ from presk.cli.program import (
     plan_of,
     realize_program,
 )
+from presk.cli.auto_plan import AUTO, auto_plan
 from presk.cli.source import Source, read_input
 from presk.cli.backends import add_backend_arguments, host_program
 from presk.diagnostics import PreskError
@@ -50,6 +52,7 @@ def add_parser(subparsers: Any) -> None:
         "--bits", type=int, metavar="N", help="compute with mpmath at N bits instead of numpy f64 (not with --realize/--plan)"
     )
     add_realize_arguments(p)
+    add_auto_plan_arguments(p, profile=True)
     add_backend_arguments(p, default="interp")
     p.add_argument(
         "--output",
@@ -63,7 +66,14 @@ def add_parser(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     # The plan's own errors (its file, its JSON, its shape) have no place in the program.
-    plan = plan_of(args.realize, args.plan)
+    auto = args.plan == AUTO
+    if auto and args.backend == "interp":
+        raise PreskError("E4001", "--plan auto chooses kernel layouts: give --backend kernel or native")
+    if not auto and (args.save_plan or args.profile):
+        raise PreskError("E4001", f"{'--save-plan' if args.save_plan else '--profile'} goes with --plan auto")
+    plan = plan_of(args.realize, None if auto else args.plan)
+    if auto:
+        plan = None
     if plan is not None and args.bits is not None:
         raise PreskError(
             "E4001",
@@ -94,6 +104,8 @@ def _run(args: argparse.Namespace, plan: Plan | None, source: Source, passes: tu
     if args.backend != "interp":
         if args.bits is not None:
             raise PreskError("E4001", f"--bits runs the reference interpreter; --backend {args.backend} runs machine types")
+        if args.plan == AUTO:
+            plan = auto_plan(program, args.entry, args.realize, args.profile, args.save_plan)
         plan = plan or plan_of("f64", None)
         host = host_program(program, args.entry, plan, args.backend, args.threads, not args.no_fuse, args.donate)
         leaves = host(host.prepare_inputs(flatten_inputs(inputs)) if host.donated else flatten_inputs(inputs))

@@ -1,0 +1,108 @@
+"""`--plan auto` on `presk run` and `presk bench`: a plan chosen statically from this machine's cost profile.
+
+The profile is `--profile P.json`, else `$PRESK_PROFILE`, else the host's
+own, cached beside the kernel cache (`profiles/` under `$PRESK_CACHE_DIR`,
+else `~/.cache/presk/profiles/`, one file per machine key). A host without
+one gets it calibrated on first use: the small calibration space, about a
+minute on two cores, with its progress bar; the command says so. The plan
+is then `presk plan`'s (`presk.tuning.plan.make_plan`): a layout per
+contraction and softmax nest of the entry, priced by the layout model,
+nothing compiled or timed; `--save-plan PLAN.json` keeps it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from presk.cli.calibrate import open_profile
+from presk.cli.program import Program
+from presk.cost.profile import append_samples, load_profile, refit_profile, save_profile
+from presk.diagnostics import PreskError
+from presk.jit.engine import CACHE_ENV
+from presk.jit.native import NativeRunner
+from presk.plans import Plan, parse_plan
+from presk.target import Machine, target_machine
+from presk.tuning.calibration import Progress, run_space, space
+from presk.tuning.plan import make_plan, plan_text
+
+__all__ = ["AUTO", "PROFILE_ENV", "FIRST_USE_SPACE", "auto_plan", "host_profile_path", "resolve_profile"]
+
+AUTO = "auto"
+PROFILE_ENV = "PRESK_PROFILE"
+"""Names the cost profile `--plan auto` uses when `--profile` does not."""
+FIRST_USE_SPACE = "calib-small"
+
+
+def host_profile_path(machine: Machine) -> Path:
+    """Where this machine's own profile is kept: one file per machine key, so a home shared by machines holds each."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        base = Path(explicit) / "profiles"
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = (Path(xdg) if xdg else Path.home() / ".cache") / "presk" / "profiles"
+    digest = hashlib.sha256(machine.key().encode()).hexdigest()[:16]
+    return base / f"{machine.cpu_name}-{digest}.json"
+
+
+def calibrate_first_use(path: Path, machine: Machine, err: TextIO) -> None:
+    """Measure `FIRST_USE_SPACE` into `path` and fit it: the profile `--plan auto` needs and the host lacks."""
+    err.write(f"presk: no cost profile for this machine yet: measuring one ({FIRST_USE_SPACE}, about a minute), "
+              f"kept in {path}\n")  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    profile = open_profile(str(path), machine)
+    points = space(FIRST_USE_SPACE, machine)
+    done = {str(s.extra.get("key")) for s in profile.samples}
+    progress = Progress(len(points), label=FIRST_USE_SPACE, stream=err)
+    with NativeRunner() as runner:
+        try:
+            run_space(points, done, runner, profile.machine_desc, lambda s: append_samples(path, s), progress)
+        finally:
+            progress.close()
+    save_profile(refit_profile(load_profile(path)), path)
+
+
+def resolve_profile(explicit: str | None, machine: Machine, err: TextIO) -> str:
+    """The profile `--plan auto` prices with (see the module docstring), calibrated first if the host has none."""
+    if explicit:
+        return explicit
+    named = os.environ.get(PROFILE_ENV, "").strip()
+    if named:
+        return named
+    path = host_profile_path(machine)
+    if not path.exists() or load_profile(path).layout is None:
+        calibrate_first_use(path, machine, err)
+    return str(path)
+
+
+def auto_plan(
+    program: Program,
+    entry: str,
+    realization: str | None,
+    profile: str | None,
+    save_plan: str | None,
+    err: TextIO | None = None,
+) -> Plan:
+    """The plan `--plan auto` runs `entry` under: `realization` (default f64) and the layouts the model chooses."""
+    err = err or sys.stderr
+    machine = target_machine()
+    profile_path = resolve_profile(profile, machine, err)
+    start = time.perf_counter()
+    result = make_plan(program.parsed.module, entry, program.env, realization or "f64", profile_path,
+                       warn=err, plan_dir=os.path.dirname(save_plan) if save_plan else ".")  # fmt: skip
+    seconds = time.perf_counter() - start
+    saved = ""
+    if save_plan:
+        try:
+            Path(save_plan).write_text(plan_text(result.plan), encoding="utf-8")
+        except OSError as error:
+            raise PreskError("E0001", f"cannot write the plan '{save_plan}': {error.strerror}") from None
+        saved = f", saved to {save_plan}"
+    err.write(f"--plan auto: @{entry}: {len(result.choices)} nests planned with {profile_path} in {seconds:.1f} s"
+              f" ({result.lowered} points priced){saved}\n")  # fmt: skip
+    return parse_plan(result.plan, "--plan auto")

@@ -1,0 +1,107 @@
+"""`--plan auto` on `presk run` and `presk bench`: which profile it prices with, what it runs, and misuse.
+
+The profiles are the synthetic ones of test_plan_static (loads cost a
+nanosecond each, so the tile of fewest loads wins), except in the first-use
+test, which measures a real one: a handful of the small space's points.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from presk.cli import auto_plan as auto
+from presk.cost.profile import load_profile
+from presk.target import target_machine
+from presk.tuning.calibration import space
+from test_plan_static import TWO_DOTS, load_dominated, run_cli, write_profile
+
+
+def run_twice(how: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> tuple[dict, str]:
+    target = tmp_path / f"{name}.npz"
+    code, _, err = run_cli(["run", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", *how, "--backend", "native",
+                            "--output", str(target)], capsys)  # fmt: skip
+    assert code == 0, err
+    with np.load(target) as data:
+        return {k: data[k].copy() for k in data.files}, err
+
+
+def test_auto_runs_the_models_plan_with_the_defaults_bits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile = write_profile(tmp_path / "p.json", load_dominated())
+    saved = tmp_path / "chosen.json"
+    planned, err = run_twice(["--realize", "f32", "--plan", "auto", "--profile", str(profile), "--save-plan",
+                              str(saved)], tmp_path, capsys, "auto")  # fmt: skip
+    default, _ = run_twice(["--realize", "f32"], tmp_path, capsys, "default")
+    assert {k: v.tobytes() for k, v in planned.items()} == {k: v.tobytes() for k, v in default.items()}
+    assert f"--plan auto: @twice: 2 nests planned with {profile}" in err and f"saved to {saved}" in err
+    chosen = json.loads(saved.read_text())
+    assert chosen["realization"] == "f32" and set(chosen["layout"]) == {"twice/%0", "twice/%1"}
+    # It is the plan `presk plan` writes for the same entry, sizes and profile.
+    written = tmp_path / "static.json"
+    code, _, err = run_cli(["plan", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--realize", "f32",
+                            "--profile", str(profile), "-o", str(written)], capsys)  # fmt: skip
+    assert code == 0, err
+    assert json.loads(written.read_text())["layout"] == chosen["layout"]
+
+
+def test_the_profile_comes_from_the_environment_then_the_host_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    named = write_profile(tmp_path / "named.json", load_dominated())
+    monkeypatch.setenv(auto.PROFILE_ENV, str(named))
+    _, err = run_twice(["--realize", "f32", "--plan", "auto"], tmp_path, capsys, "env")
+    assert f"planned with {named}" in err
+
+    monkeypatch.delenv(auto.PROFILE_ENV)
+    monkeypatch.setenv("PRESK_CACHE_DIR", str(tmp_path / "cache"))
+    host = auto.host_profile_path(target_machine())
+    assert host.parent == tmp_path / "cache" / "profiles"
+    host.parent.mkdir(parents=True)
+    write_profile(host, load_dominated())
+    _, err = run_twice(["--realize", "f32", "--plan", "auto"], tmp_path, capsys, "host")
+    assert f"planned with {host}" in err and "measuring one" not in err
+
+
+def test_a_host_without_a_profile_measures_one_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(auto.PROFILE_ENV, raising=False)
+    monkeypatch.setenv("PRESK_CACHE_DIR", str(tmp_path / "cache"))
+    machine = target_machine()
+    # A few of the small space's f32 points, one product per (lanes, workers) group the plan can price, so the
+    # test stays short and every group the plan meets has constants.
+    points = space(auto.FIRST_USE_SPACE, machine, ("f32",))
+    groups: dict[tuple[int, str], object] = {}
+    for p in points:
+        layout = dict(p.layout)
+        if p.entry == "gemm" and dict(p.sizes)["I"] == 64:
+            groups.setdefault((layout["lanes"], str(layout["split"])), p)
+    few = [p for p in points if p.entry == "chain"][:2] + list(groups.values())
+    monkeypatch.setattr(auto, "space", lambda kind, m: few if kind == auto.FIRST_USE_SPACE else space(kind, m))
+    code, _, err = run_cli(["bench", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--realize", "f32",
+                            "--plan", "auto", "--rounds", "1", "--warmup", "0"], capsys)  # fmt: skip
+    host = auto.host_profile_path(machine)
+    assert "no cost profile for this machine yet: measuring one (calib-small" in err and str(host) in err
+    assert code == 0, err
+    assert "--plan auto: @twice: 2 nests planned with" in err and str(host) in err
+    profile = load_profile(host)
+    assert profile.layout is not None and len(profile.samples) >= len(few)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--plan", "auto"], "--plan auto chooses kernel layouts"),
+        (["run", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--save-plan", "x.json", "--backend", "native"],
+         "--save-plan goes with --plan auto"),
+        (["bench", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--save-plan", "x.json"], "--save-plan goes with --plan auto"),
+        (["dump", str(TWO_DOTS), "--stage", "kernel", "--entry", "twice", "--dim", "B=4", "--plan", "auto"],
+         "--plan auto chooses layouts for `presk run` and `presk bench`"),
+    ],
+)
+def test_misuse_is_a_clear_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(argv, capsys)
+    assert code == 1 and "error: E4001" in err and message in err, err
