@@ -211,6 +211,7 @@ def plot(nests: Sequence[NestFigures], path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     count = max(len(nests), 1)
     cols = min(count, 3)
@@ -226,6 +227,8 @@ def plot(nests: Sequence[NestFigures], path: str) -> None:
                    label="best measured")  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):  # a narrow range's minor labels overlap
+            axis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("predicted µs")
         ax.set_ylabel("measured µs")
         rho = "n/a" if math.isnan(f.spearman) else f"{f.spearman:.2f}"
