@@ -44,6 +44,7 @@ from presk.cost.fit import FormScore, compare, fit_layout, fit_roofline, spearma
 from presk.cost.models import LAYOUT, PROFILE_ERROR, ROOFLINE, Constants, Form, predict_many
 from presk.cost.terms import RULES, KernelTerms, MachineDesc
 from presk.diagnostics import PreskError
+from presk.records import append_records, read_records
 
 __all__ = [
     "FORMAT",
@@ -184,70 +185,19 @@ def samples_path(path: str | Path) -> Path:
 
 
 def append_samples(path: str | Path, samples: Sequence[Sample]) -> None:
-    """Append samples to the profile at `path` (its samples file), durably, one line each.
-
-    A last line left incomplete by an earlier crash is cut off first, so it
-    cannot merge with the new line into one that reads as garbage.
-    """
-    target = samples_path(path)
-    lines = "".join(json.dumps(sample.to_json(), allow_nan=False) + "\n" for sample in samples)
-    try:
-        with open(target, "a+b") as stream:
-            size = stream.seek(0, os.SEEK_END)
-            if size:
-                stream.seek(max(size - 1, 0))
-                if stream.read(1) != b"\n":
-                    _cut_torn_tail(stream, size)
-            stream.write(lines.encode("utf-8"))
-            stream.flush()
-            os.fsync(stream.fileno())
-    except OSError as error:
-        raise PreskError("E0001", f"cannot append to the samples file '{target}': {error.strerror}") from None
-
-
-def _cut_torn_tail(stream: Any, size: int) -> None:
-    """Drop a last line a crash cut short, or end a whole one that only lacks its newline."""
-    stream.seek(0)
-    data = stream.read()
-    end = data.rfind(b"\n")
-    try:
-        json.loads(data[end + 1 :])
-    except ValueError:
-        stream.truncate(end + 1)
-        stream.seek(0, os.SEEK_END)
-        return
-    stream.seek(0, os.SEEK_END)
-    stream.write(b"\n")
+    """Append samples to the profile at `path` (its samples file), durably, one line each (`presk.records`)."""
+    append_records(samples_path(path), [sample.to_json() for sample in samples], "the samples file")
 
 
 def read_samples(path: str | Path) -> list[Sample]:
     """The samples of the profile at `path`: none when its samples file does not exist."""
     target = samples_path(path)
-    try:
-        data = target.read_bytes()
-    except FileNotFoundError:
-        return []
-    except OSError as error:
-        raise PreskError("E0001", f"cannot read the samples file '{target}': {error.strerror}") from None
-    lines = data.split(b"\n")
     samples = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        last = number == len(lines)  # no newline after it: a write a crash cut short
+    for number, data in read_records(target, "the samples file", PROFILE_ERROR):
         try:
-            sample = Sample.from_json(json.loads(line.decode("utf-8")))
-        except UnicodeDecodeError:
-            if last:
-                break
-            raise _error(f"{target}:{number}: a sample is not UTF-8 text") from None
-        except json.JSONDecodeError as error:
-            if last:
-                break
-            raise _error(f"{target}:{number}: a sample is not valid JSON ({error.msg})") from None
+            samples.append(Sample.from_json(data))
         except ValueError as error:
             raise _error(f"{target}:{number}: {error}") from None
-        samples.append(sample)
     return samples
 
 

@@ -48,6 +48,7 @@ from xdsl.dialects.builtin import ModuleOp
 from presk.cost.profile import load_profile
 from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
+from presk.records import append_records, read_records
 from presk.interp.inputs import make_inputs
 from presk.interp.reference import find_entry
 from presk.jit.executor import HostProgram, flatten_inputs
@@ -89,55 +90,21 @@ def shape_key(iso: Isolated) -> str:
 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
     """Every record of a results file (none if it does not exist); a last line a kill cut short is skipped."""
-    target = Path(path)
-    try:
-        data = target.read_bytes()
-    except FileNotFoundError:
-        return []
-    except OSError as error:
-        raise PreskError("E0001", f"cannot read the results file '{target}': {error.strerror}") from None
-    lines = data.split(b"\n")
     records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        last = number == len(lines)  # no newline after it: a write cut short
-        try:
-            record = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            if last:
-                break
-            why = error.msg if isinstance(error, json.JSONDecodeError) else "not UTF-8 text"
-            raise PreskError(RESULTS_ERROR, f"{target}:{number}: not a results line of presk autotune ({why})") from None
+    for number, record in read_records(path, "the results file", RESULTS_ERROR):
         kind = record.get("record", "point") if isinstance(record, dict) else None
         required = POINT_KEYS if kind == "point" else ("machine", "shape_key", "prices") if kind == "prices" else None
         if required is None or any(k not in record for k in required):
             missing = [k for k in (required or ()) if not isinstance(record, dict) or k not in record]
-            raise PreskError(RESULTS_ERROR, f"{target}:{number}: not a results line of presk autotune"
+            raise PreskError(RESULTS_ERROR, f"{path}:{number}: not a results line of presk autotune"
                              + (f" (no {', '.join(missing)})" if missing else ""))  # fmt: skip
         records.append(record)
     return records
 
 
 def append_record(path: str | Path, record: Mapping[str, Any]) -> None:
-    """Append one line and sync it; a torn last line of an earlier kill is cut off first."""
-    target = Path(path)
-    line = (json.dumps(record, allow_nan=False) + "\n").encode("utf-8")
-    try:
-        with open(target, "a+b") as stream:
-            size = stream.seek(0, os.SEEK_END)
-            if size:
-                stream.seek(size - 1)
-                if stream.read(1) != b"\n":
-                    stream.seek(0)
-                    data = stream.read()
-                    stream.truncate(data.rfind(b"\n") + 1)
-                    stream.seek(0, os.SEEK_END)
-            stream.write(line)
-            stream.flush()
-            os.fsync(stream.fileno())
-    except OSError as error:
-        raise PreskError("E0001", f"cannot append to the results file '{target}': {error.strerror}") from None
+    """Append one line and sync it (`presk.records`)."""
+    append_records(path, [record], "the results file")
 
 
 # --------------------------------------------------------------------------

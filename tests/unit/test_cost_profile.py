@@ -109,7 +109,7 @@ def test_a_bad_line_in_the_middle_is_an_error_at_its_line(tmp_path: Path) -> Non
     save_profile(Profile("m", DESC), path)
     good = json.dumps(sample(1e-3).to_json())
     samples_path(path).write_text(f"{good}\n{{not json\n{good}\n")
-    with pytest.raises(PreskError, match=r"p\.samples\.jsonl:2: a sample is not valid JSON") as caught:
+    with pytest.raises(PreskError, match=r"p\.samples\.jsonl:2: the samples file holds a line that is not JSON") as caught:
         load_profile(path)
     assert caught.value.code == "E8001"
     broken = sample(1e-3).to_json()
