@@ -13,8 +13,7 @@ import os
 import sys
 from typing import Any
 
-from presk.cli.program import add_input_arguments, add_size_arguments, load_program, pipeline_of
-from presk.cli.source import read_input
+from presk.cli.program import add_input_arguments, add_size_arguments, program_of
 from presk.diagnostics import PreskError
 from presk.tuning.autotune import autotune, report
 from presk.tuning.calibration import parse_budget
@@ -44,12 +43,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    passes = pipeline_of(args)
-    source = read_input(args.file)
-    try:
-        program = load_program(source, args.dim, args.const, passes)
-    except PreskError as error:
-        raise error.located(source.name) from None
+    program = program_of(args)
     budget = parse_budget(args.budget) if args.budget else None
     sites = [s.strip() for s in args.nests.split(",") if s.strip()] if args.nests else None
     plan_dir = os.path.dirname(args.plan_out) if args.plan_out else "."

@@ -10,8 +10,7 @@ import argparse
 import os
 from typing import Any
 
-from presk.cli.program import add_input_arguments, add_size_arguments, load_program, pipeline_of
-from presk.cli.source import read_input
+from presk.cli.program import add_input_arguments, add_size_arguments, program_of
 from presk.diagnostics import PreskError
 from presk.tuning.plan import make_plan, plan_text, report
 from presk.tuning.space import SPACES
@@ -32,12 +31,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    passes = pipeline_of(args)
-    source = read_input(args.file)
-    try:
-        program = load_program(source, args.dim, args.const, passes)
-    except PreskError as error:
-        raise error.located(source.name) from None
+    program = program_of(args)
     result = make_plan(program.parsed.module, args.entry, program.env, args.realize, args.profile,
                        args.space, plan_dir=os.path.dirname(args.output))  # fmt: skip
     text = plan_text(result.plan)

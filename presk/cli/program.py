@@ -54,6 +54,16 @@ def add_input_arguments(parser: argparse.ArgumentParser, required: bool = True) 
     )
 
 
+def program_of(args: argparse.Namespace) -> Program:
+    """FILE through `--pass-pipeline`, bound at `--dim`/`--const`; its errors placed in FILE."""
+    passes = pipeline_of(args)
+    source = read_input(args.file)
+    try:
+        return load_program(source, args.dim, args.const, passes)
+    except PreskError as error:
+        raise error.located(source.name) from None
+
+
 def pipeline_of(args: argparse.Namespace) -> tuple[ModulePass, ...]:
     """The passes `--pass-pipeline` names, checked before the input is read (E3001, E3002)."""
     return build_pipeline(load_multiverse().universe.all_passes, pipeline_spec((), args.pass_pipeline))
