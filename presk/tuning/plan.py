@@ -15,7 +15,10 @@ the real pipeline (`presk.pipeline.lower`), so that the kernels priced are
 the kernels the plan will run (a packed point's price includes its pack
 kernel). Lowering is the expensive step (tens of milliseconds a point), so
 prices are cached by (nest shape, point): the four projections of an
-attention with the same shapes are priced once.
+attention with the same shapes are priced once. And a point's splits share
+one lowering, its lanes above one one tile pass, and the points are priced
+in groups over the CPUs (`Pricer`, `_price_groups`): the prices are the
+full lowering's, to the bit, in a tenth of the time.
 
 A nest may be launched at several shapes (its kernel keyed by its operands'
 buffer types). It gets one layout, legal at every shape, whose
@@ -31,14 +34,17 @@ the profile has no constants for is an error naming the nest, never a guess.
 
 from __future__ import annotations
 
+import gc
 import json
+import multiprocessing
 import os
 import sys
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from xdsl.dialects import func
+from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Block, Region
 
@@ -49,10 +55,19 @@ from presk.cost.quantities import kernel_terms
 from presk.cost.terms import KernelTerms, MachineDesc
 from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as kernel
+from presk.dialects.psk_kernel_structured import SoftmaxOp as StructuredSoftmaxOp
 from presk.dialects.psk_realize import LayoutAttr, NestOp
 from presk.interp.reference import find_entry
 from presk.ir.context import presk_context
+from presk.lowering.contraction import LANES, lanes_attribute
 from presk.lowering.realize_to_kernel import LowerToKernel
+from presk.passes.epilogue import FoldEpilogues
+from presk.passes.kernel_layout import resolved
+from presk.passes.pack import PackOperands
+from presk.passes.softmax_passes import SoftmaxPasses
+from presk.passes.split import apply_split, split_kernels
+from presk.passes.tile import TileContractions
+from presk.passes.vectorize import VectorizeContractions
 from presk.passes.verify_layout import LayoutViolation, layout_violation
 from presk.pipeline import lower, realize
 from presk.plans import Plan, parse_plan
@@ -217,8 +232,41 @@ def profile_constants(profile: Profile, path: str) -> Constants:
 
 
 @dataclass
+class _Lowered:
+    """A point's kernels lowered once with the split left to the executor, for its split variants to share.
+
+    Each entry: the kernel (vectorized, its loops in the order the tile pass
+    left them), its launches per launch of the nest, whether the point's split
+    applies to it (its layout had a split pending), and its terms when it does
+    not (a pack kernel: the same whatever the split).
+    """
+
+    kernels: list[tuple[kernel.KernelOp, int, bool, KernelTerms | None]]
+
+
+SHARED_LOWERINGS = 64
+"""Lowerings kept for split variants to share: a space lists a point's splits one after another, so a
+few suffice; 64 also covers a nest priced at several shapes in turn."""
+
+
+@dataclass
 class Pricer:
-    """Predicted seconds of one launch of a nest at a shape under a point, cached by (shape, point)."""
+    """Predicted seconds of one launch of a nest at a shape under a point, cached by (shape, point).
+
+    Why a point is not always lowered whole: lowering is the cost of a plan
+    (the tile pass's unrolled register tile and the vectorizer's rewrites of
+    it, tens of milliseconds), and a split changes no kernel before
+    `psk-split`, which only moves the split loop to the top of the nest and
+    marks its workers. So a tiled point is lowered once with its split left
+    to the executor (not stated: the default `"executor"`, under which `psk-split` moves nothing), and
+    each of its splits is that lowering's kernel, cloned, with the split
+    applied by `psk-split`'s own `apply_split` (which commutes with
+    `psk-vectorize`: the vectorizer rewrites the tile inside the k loop, below
+    every loop a split can name). The terms are those of the full lowering
+    (`terms`), to the bit: tests/unit/test_plan_static.py checks it point by
+    point. Whatever this cannot price exactly (a point a check refuses, the
+    row-wise form whose tile pass reads the split, a softmax) is lowered whole.
+    """
 
     constants: Constants
     desc: MachineDesc
@@ -226,6 +274,11 @@ class Pricer:
     machine: Machine
     cache: dict[tuple[str, str], float | LayoutViolation | PreskError] = field(default_factory=dict)
     lowered: int = 0
+    shared: OrderedDict[tuple[str, str], _Lowered | PreskError] = field(default_factory=OrderedDict, repr=False)
+    tiles: OrderedDict[tuple[str, str], tuple[ModuleOp, int]] = field(default_factory=OrderedDict, repr=False)
+    keep_tiles: bool = field(default=True, repr=False)
+    """Whether `_tiled` keeps a copy for other lanes (a copy costs about what the tile pass does): the
+    grouped pricing knows when no other lanes follow."""
 
     def cached(self, iso: Isolated, point: Point) -> bool:
         return (iso.key, point_key(point)) in self.cache
@@ -240,30 +293,170 @@ class Pricer:
         return value
 
     def terms(self, iso: Isolated, point: Point) -> list[tuple[KernelTerms, int]]:
-        """Each kernel the point lowers to, with its launches per launch of the nest (a pack: one)."""
+        """Each kernel the point lowers to, with its launches per launch of the nest (a pack: one).
+
+        The reference: the point lowered whole through `presk.pipeline.lower`.
+        """
         kernels = lower(iso.module, ISOLATED_FUNCTION, {}, iso.plan(point), fuse_launches=False)
         self.lowered += 1
-        by_name = {op.sym_name.data: op for op in kernels.ops if isinstance(op, kernel.KernelOp)}
-        launches: dict[str, int] = {}
-        for op in kernels.walk():
-            if isinstance(op, kernel.LaunchOp):
-                name = op.kernel.string_value()
-                launches[name] = launches.get(name, 0) + 1
         out = []
-        for name, count in launches.items():
-            k = by_name[name]
+        for k, count in _launched(kernels):
             out.append((kernel_terms(k, self.desc, default_split(k, self.machine), self.rules), count))
         return out
 
-    def _price(self, iso: Isolated, point: Point) -> float | PreskError:
+    def fast_terms(self, iso: Isolated, point: Point, checked: bool = False) -> list[tuple[KernelTerms, int]]:
+        """`terms(iso, point)`, from a lowering the point's split variants share where that is exact.
+
+        `checked`: the caller knows the second check accepts `point` at this
+        shape (`iso.violation` is None), as `choose`'s legal points are.
+        """
+        split = point.get("split")
+        if "tile" not in point or point.get("form", "tiled") != "tiled" or split is None or split == "executor":
+            return self.terms(iso, point)
+        if not checked and iso.violation(point, self.machine) is not None:
+            return self.terms(iso, point)  # refused: the full lowering raises the check's own E7002
+        base = self._shared(iso, point)
+        if isinstance(base, PreskError):
+            raise base
+        layout_machine = target_machine()  # what `presk.pipeline.lower` splits against
+        out = []
+        for k, count, splits, fixed in base.kernels:
+            if not splits:
+                assert fixed is not None
+                out.append((fixed, count))
+                continue
+            terms = self._split_terms(k, split, layout_machine)
+            if terms is None:
+                return self.terms(iso, point)  # refused by psk-split: its error, from the full lowering
+            out.append((terms, count))
+        return out
+
+    def _split_terms(self, k: kernel.KernelOp, split: Any, layout_machine: Machine) -> KernelTerms | None:
+        """The terms of `k` under `split` (None: psk-split refuses it).
+
+        `"none"` and a split at depth 0 move no loop: they only mark the top
+        loop's workers, which `kernel_terms` takes as an argument. So they are
+        applied to the shared kernel itself and the top loops' attributes put
+        back (a clone costs as much as the terms); a deeper split, which moves
+        loops, is applied to a clone.
+        """
+        in_place = split == "none" or (isinstance(split, dict) and split.get("depth") == 0)
+        if not in_place:
+            variant = k.clone()
+            if apply_split(variant, split, layout_machine) is not None:
+                return None
+            return kernel_terms(variant, self.desc, default_split(variant, self.machine), self.rules)
+        tops = [(op, dict(op.attributes)) for op in k.body.block.ops if isinstance(op, scf.ForOp)]
         try:
-            terms = self.terms(iso, point)
+            if apply_split(k, split, layout_machine) is not None:
+                return None
+            return kernel_terms(k, self.desc, default_split(k, self.machine), self.rules)
+        finally:
+            for op, attributes in tops:
+                op.attributes = attributes
+
+    def _shared(self, iso: Isolated, point: Point) -> _Lowered | PreskError:
+        """The point lowered with its split left to the executor: `presk.pipeline.lower`'s passes, stopped
+        to note which kernels the split would apply to."""
+        base = {name: value for name, value in point.items() if name != "split"}  # the default: "executor"
+        key = (iso.key, point_key(base))
+        if key in self.shared:
+            self.shared.move_to_end(key)
+            return self.shared[key]
+        try:
+            value: _Lowered | PreskError = self._lower_shared(iso, base)
+        except PreskError as error:
+            if error.code != "E7002":
+                raise
+            value = error
+        self.shared[key] = value
+        while len(self.shared) > SHARED_LOWERINGS:
+            self.shared.popitem(last=False)
+        return value
+
+    def _lower_shared(self, iso: Isolated, base: Point) -> _Lowered:
+        ctx = presk_context()
+        layout_machine = target_machine()
+        kernels = self._tiled(iso, base)
+        splits = {op.sym_name.data for op in kernels.ops if isinstance(op, kernel.KernelOp) and "split" in resolved(op)}
+        split_kernels(kernels, layout_machine)  # "executor": consumed, nothing moved
+        VectorizeContractions(machine=layout_machine).apply(ctx, kernels)
+        self.lowered += 1
+        out: list[tuple[kernel.KernelOp, int, bool, KernelTerms | None]] = []
+        for k, count in _launched(kernels, host_only=True):
+            applies = k.sym_name.data in splits
+            fixed = None if applies else kernel_terms(k, self.desc, default_split(k, self.machine), self.rules)
+            out.append((k, count, applies, fixed))
+        return _Lowered(out)
+
+    def _tiled(self, iso: Isolated, base: Point) -> ModuleOp:
+        """`base` (a point without its split) lowered up to `psk-split`: a module the caller may change.
+
+        Why lanes share it too: up to `psk-split`, lanes are a number on the
+        column loops (`psk_kernel.lanes`, which `psk-tile` records when the
+        lanes are stated away from their default, and `psk-vectorize` reads),
+        and the checks before (the second check, the lowering's guard:
+        condition 4) refuse what `fast_terms` sent to the full lowering. So a
+        point with lanes above one is the module of another such point of the
+        same tile, k-block, order and pack, with that number changed. Lanes of
+        one (the default of some tiles) are lowered each time.
+        """
+        lanes = base.get("lanes")
+        wide = isinstance(lanes, int) and not isinstance(lanes, bool) and lanes > 1
+        key = (iso.key, point_key({n: v for n, v in base.items() if n != "lanes"}))
+        if wide and key in self.tiles:
+            self.tiles.move_to_end(key)
+            module, _ = self.tiles[key]
+            kernels = module.clone()
+            for op in kernels.walk():
+                if LANES in op.attributes:
+                    op.attributes[LANES] = lanes_attribute(lanes)  # type: ignore[arg-type]
+            return kernels
+        ctx = presk_context()
+        kernels = realize(iso.module, {}, iso.plan(base))
+        LowerToKernel(entry=ISOLATED_FUNCTION).apply(ctx, kernels)
+        for layout_pass in (FoldEpilogues(), PackOperands()):
+            layout_pass.apply(ctx, kernels)
+        # psk-softmax-passes rewrites structured softmaxes only: where there is none, its walk over the
+        # unrolled tile (after psk-tile) changes nothing, and is skipped.
+        softmaxes = any(isinstance(op, StructuredSoftmaxOp) for op in kernels.walk())
+        TileContractions().apply(ctx, kernels)
+        if softmaxes:
+            SoftmaxPasses().apply(ctx, kernels)
+        if wide and self.keep_tiles:
+            marked = [op.attributes[LANES] for op in kernels.walk() if LANES in op.attributes]
+            if marked and all(attr == lanes_attribute(lanes) for attr in marked):  # type: ignore[arg-type]
+                self.tiles[key] = (kernels.clone(), lanes)  # type: ignore[assignment]
+                while len(self.tiles) > SHARED_LOWERINGS:
+                    self.tiles.popitem(last=False)
+        return kernels
+
+    def _price(self, iso: Isolated, point: Point, checked: bool = False) -> float | PreskError:
+        try:
+            terms = self.fast_terms(iso, point, checked)
         except PreskError as error:
             if error.code != "E7002":
                 raise
             return error
         seconds = predict_many(self.constants, [t for t, _ in terms])
         return float(sum(s * n for s, (_, n) in zip(seconds, terms)))
+
+
+def _launched(kernels: ModuleOp, host_only: bool = False) -> list[tuple[kernel.KernelOp, int]]:
+    """The kernels the host program launches, in the order of their first launch, with their launches.
+
+    `host_only`: kernels launch nothing, so their bodies (an unrolled tile) need not be walked.
+    """
+    by_name = {op.sym_name.data: op for op in kernels.ops if isinstance(op, kernel.KernelOp)}
+    launches: dict[str, int] = {}
+    for host in kernels.ops:
+        if host_only and isinstance(host, kernel.KernelOp):
+            continue
+        for op in host.walk():
+            if isinstance(op, kernel.LaunchOp):
+                name = op.kernel.string_value()
+                launches[name] = launches.get(name, 0) + 1
+    return [(by_name[name], count) for name, count in launches.items()]
 
 
 # --------------------------------------------------------------------------
@@ -314,14 +507,152 @@ def choose(
     """The cheapest legal point of every nest (launch-weighted over its shapes), with how many come close."""
     if space not in SPACES:
         raise PreskError("E4001", f"--space {space}: expected one of {', '.join(SPACES)}")
-    legal = [_legal(nest, pricer.machine, space) for nest in nests]
+    # Nests of the same shapes (an attention's projections) have the same legal points: checked once.
+    checked: dict[tuple[str, ...], tuple[list[Point], dict[str, int]]] = {}
+    legal = []
+    for nest in nests:
+        shapes = tuple(iso.key for iso, _ in nest.shapes)
+        if shapes not in checked:
+            checked[shapes] = _legal(nest, pricer.machine, space)
+        points, conditions = checked[shapes]
+        legal.append((points, dict(conditions)))  # `_choose` adds its own refusals to each nest's counts
     todo = {(iso.key, point_key(p)) for nest, (points, _) in zip(nests, legal) for iso, _ in nest.shapes
             for p in points if not pricer.cached(iso, p)}  # fmt: skip
     progress = Progress(len(todo), label="pricing", stream=progress_stream or sys.stderr)
     try:
+        jobs = plan_jobs()
+        if len(todo) >= PARALLEL_MIN:
+            _price_groups(nests, legal, todo, pricer, jobs, progress)
+            todo = {key for key in todo if key not in pricer.cache}
         return _choose(nests, legal, todo, pricer, u, space, progress)
     finally:
         progress.close()
+
+
+PARALLEL_MIN = 64
+"""Points to price below which the processes are not worth their start."""
+
+
+def plan_jobs() -> int:
+    """Processes pricing points: the CPUs this process may run on, or `PRESK_PLAN_JOBS` (1: none)."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    stated = os.environ.get("PRESK_PLAN_JOBS", "")
+    if stated.strip():
+        try:
+            return max(1, int(stated))
+        except ValueError:
+            raise PreskError("E4001", f"PRESK_PLAN_JOBS={stated}: expected a number of processes") from None
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+_FORKED: tuple[Pricer, dict[str, Isolated]] | None = None
+"""What the forked pricing processes inherit: the pricer and the shapes, by key."""
+
+
+def _group_key(point: Point) -> str:
+    """Points that share lowerings (`Pricer.fast_terms`, `Pricer._tiled`): a tiled point's splits, and its
+    lanes above one."""
+    if "tile" not in point:
+        return point_key(point)
+    lanes = point.get("lanes")
+    wide = isinstance(lanes, int) and not isinstance(lanes, bool) and lanes > 1
+    return point_key({n: v for n, v in point.items() if n != "split" and not (wide and n == "lanes")})
+
+
+def _price_groups(
+    nests: Sequence[Nest],
+    legal: Sequence[tuple[list[Point], dict[str, int]]],
+    todo: set[tuple[str, str]],
+    pricer: Pricer,
+    jobs: int,
+    progress: Progress,
+) -> None:
+    """Fill `pricer.cache` with the prices of `todo`, points that share lowerings together, over `jobs`
+    forked processes when there are more than one.
+
+    Why in groups: the space lists lanes outside k-blocks, orders and packs,
+    so in its order the points that share a lowering are far apart; grouped,
+    one process prices them one after another and keeps one lowering at a
+    time. The prices are the serial ones (each is a function of its point
+    alone), so the plan is the same whatever the scheduling; a point whose
+    pricing fails other than by the lowering's E7002 (a group the profile
+    has no constants for) is left for `_choose`, which prices it again and
+    says which nest it was.
+    """
+    global _FORKED
+    isos: dict[str, Isolated] = {}
+    groups: dict[tuple[str, str], list[Point]] = {}
+    sites: dict[tuple[str, str], str] = {}
+    for nest, (points, _) in zip(nests, legal):
+        for point in points:
+            for iso, _ in nest.shapes:
+                key = (iso.key, point_key(point))
+                if key not in todo or key in sites:
+                    continue
+                isos.setdefault(iso.key, iso)
+                sites[key] = nest.site
+                groups.setdefault((iso.key, _group_key(point)), []).append(point)
+    tasks = [(iso_key, points) for (iso_key, _), points in groups.items()]
+    batch = max(1, min(4, len(tasks) // (jobs * 16)))
+    chunks = [tasks[i : i + batch] for i in range(0, len(tasks), batch)]
+    _FORKED = (pricer, isos)
+    try:
+        if jobs > 1:
+            with multiprocessing.get_context("fork").Pool(jobs, initializer=_quiet_collector) as pool:
+                results: Iterable[tuple[list[tuple[str, str, Any]], int]] = pool.imap(_price_chunk, chunks)
+                _merge(results, pricer, sites, progress)
+        else:
+            _merge(((priced, 0) for priced, _ in map(_price_chunk, chunks)), pricer, sites, progress)  # counted here
+    finally:
+        _FORKED = None
+
+
+def _merge(
+    results: Iterable[tuple[list[tuple[str, str, Any]], int]], pricer: Pricer, sites: dict[tuple[str, str], str],
+    progress: Progress,
+) -> None:  # fmt: skip
+    for priced, lowered in results:
+        pricer.lowered += lowered
+        for iso_key, key, value in priced:
+            pricer.cache[(iso_key, key)] = value if isinstance(value, float) else PreskError(*value)
+            progress.step(sites[(iso_key, key)])
+
+
+def _quiet_collector() -> None:
+    """In a forked process: no automatic cyclic collection, and the inherited objects out of its reach.
+
+    Lowering allocates IR by the thousand, so the collector would otherwise
+    run every few hundred objects over everything live (a fifth of the time).
+    `_price_chunk` collects once at the end of each chunk instead, which
+    bounds the memory the IR's cycles hold; prices do not depend on it.
+    """
+    gc.freeze()
+    gc.disable()
+
+
+def _price_chunk(chunk: list[tuple[str, list[Point]]]) -> tuple[list[tuple[str, str, Any]], int]:
+    """The prices of `chunk`'s points ((code, message) for a refusal, as a forked process returns it), and
+    the lowerings."""
+    assert _FORKED is not None
+    pricer, isos = _FORKED
+    before = pricer.lowered
+    out: list[tuple[str, str, Any]] = []
+    for iso_key, points in chunk:
+        wide = {p.get("lanes") for p in points if isinstance(p.get("lanes"), int) and p["lanes"] > 1}
+        pricer.keep_tiles = len(wide) > 1
+        for point in points:
+            try:
+                value = pricer._price(isos[iso_key], point, checked=True)  # legal: `_legal` checked every shape
+            except PreskError:
+                continue
+            out.append((iso_key, point_key(point), value if isinstance(value, float) else (value.code, value.message)))
+    pricer.shared.clear()
+    pricer.tiles.clear()
+    pricer.keep_tiles = True
+    if not gc.isenabled():
+        gc.collect()
+    return out, pricer.lowered - before
 
 
 def _choose(
@@ -380,8 +711,11 @@ class PlanResult:
     choices: list[NestChoice]
     u: float
     lowered: int
+    """Points priced (a nest shape and a point each), as many as the full lowering lowered."""
     profile_path: str
     space: str
+    lowerings: int = 0
+    """Lowerings they took (`Pricer.lowered`): a point's splits and its lanes above one share them."""
 
 
 def make_plan(
@@ -419,7 +753,7 @@ def make_plan(
         "profile": profile_path,
         "layout": {choice.nest.site: choice.point for choice in choices},
     }
-    return PlanResult(plan, choices, u, pricer.lowered, profile_path, space)
+    return PlanResult(plan, choices, u, len(pricer.cache), profile_path, space, pricer.lowered)
 
 
 def _relative_realization(realization: str, plan_dir: str) -> str:
@@ -451,7 +785,7 @@ def _time(seconds: float) -> str:
 def report(result: PlanResult) -> Iterable[str]:
     """Per nest: its launches and shapes, the point chosen, its predicted time, and how many come close."""
     yield (f"{len(result.choices)} nests, space {result.space}, profile {result.profile_path} "
-           f"(u = {result.u:.3g}); {result.lowered} points lowered")  # fmt: skip
+           f"(u = {result.u:.3g}); {result.lowered} points priced from {result.lowerings} lowerings")  # fmt: skip
     total = 0.0
     for choice in result.choices:
         nest = choice.nest

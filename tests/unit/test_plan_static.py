@@ -108,6 +108,37 @@ def test_space_of_a_gemm_counts_domain_and_quick_within_full() -> None:
         assert isinstance(priced.price(iso, point), float), point
 
 
+def test_split_variants_priced_from_one_lowering_match_the_full_lowering() -> None:
+    """The pricer lowers a tiled point once for all its splits (`Pricer.fast_terms`), and tiles once for
+    all its lanes above one: every kernel's terms must be those of the point lowered whole, splits at
+    each depth, packed or not, with lanes."""
+    machine = target_machine()
+    (nest,) = gemm_nests(16)
+    iso = nest.shapes[0][0]
+    legal = [p for p in nest_space(iso.site, {}, machine) if iso.violation(p, machine) is None]
+    widths = sorted(w for w in machine.lane_widths("f32") if w > 1 and 16 % w == 0)[-2:] or [1]
+    wanted = [
+        {"tile": [1, 1], "kblock": "none", "order": "IJ", "lanes": 1, "pack": False},
+        *({"tile": [4, 16], "kblock": "none", "order": "IJ", "lanes": w, "pack": True} for w in widths),
+        {"tile": [2, 8], "kblock": "none", "order": "JI", "lanes": 1, "pack": True},
+    ]
+    points = [p for p in legal if {k: v for k, v in p.items() if k != "split"} in wanted]
+    depths = {p["split"]["depth"] if isinstance(p["split"], dict) else None for p in points}
+    assert any(p["pack"] for p in points) and (depths >= {None, 0, 1} or machine.workers() < 2)
+    fast, full = pricer(load_dominated()), pricer(load_dominated())
+    for point in points:
+        assert fast.fast_terms(iso, point) == full.terms(iso, point), point
+    bases = {json.dumps({k: v for k, v in p.items() if k != "split"}, sort_keys=True) for p in points}
+    assert len(fast.shared) == len(bases) and fast.lowered == len(bases)
+    # Lane widths above one of one tile, k-block, order and pack: one tile pass kept, the lanes renumbered
+    # for the second width (on AVX-512; AVX2's quick space has one width of [4, 16]).
+    assert len(fast.tiles) == (1 if any(p["lanes"] > 1 for p in points) else 0)
+    # The row-wise form's tile pass reads its split: lowered whole.
+    row_wise = next(p for p in legal if p.get("form") == "row-wise")
+    assert fast.fast_terms(iso, row_wise) == full.terms(iso, row_wise)
+    assert len(fast.shared) == len(bases)
+
+
 # --------------------------------------------------------------------------
 # The choice.
 
