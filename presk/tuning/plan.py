@@ -37,6 +37,7 @@ from __future__ import annotations
 import gc
 import json
 import multiprocessing
+import threading
 import os
 import sys
 from collections import OrderedDict
@@ -534,8 +535,13 @@ PARALLEL_MIN = 64
 
 
 def plan_jobs() -> int:
-    """Processes pricing points: the CPUs this process may run on, or `PRESK_PLAN_JOBS` (1: none)."""
-    if "fork" not in multiprocessing.get_all_start_methods():
+    """Processes pricing points: the CPUs this process may run on, or `PRESK_PLAN_JOBS` (1: none).
+
+    Pricing forks, so it runs in this process alone whenever another thread
+    is alive (a split's worker pool from an earlier entry of `presk bench
+    --plan auto`): a fork copies the locks those threads hold, and a child
+    that needs one would wait for ever."""
+    if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
         return 1
     stated = os.environ.get("PRESK_PLAN_JOBS", "")
     if stated.strip():

@@ -274,3 +274,21 @@ def test_errors_are_diagnostics_with_exit_codes(tmp_path: Path, capsys: pytest.C
     assert code == 0 and "warning" in err and "another machine" in err and "othercpu" in err
     assert json.loads((tmp_path / "plan.json").read_text())["layout"]["gemm/%0"]["split"] == "none"
     assert not (tmp_path / "missing.json").exists()
+
+
+def test_pricing_stays_in_this_process_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork would copy the locks a running thread holds: with one alive, points are priced here."""
+    import threading
+
+    from presk.tuning.plan import plan_jobs
+
+    monkeypatch.setenv("PRESK_PLAN_JOBS", "2")
+    assert plan_jobs() == (2 if threading.active_count() == 1 else 1)
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait)
+    worker.start()
+    try:
+        assert plan_jobs() == 1
+    finally:
+        release.set()
+        worker.join()
