@@ -49,6 +49,10 @@ demo: $(STAMP)
 	$(BIN)/presk run corpus/nlp/gpt.mlir --entry loss --dim B=2 --dim T=32 --realize f32 --backend kernel
 	$(BIN)/presk run corpus/nlp/gpt.mlir --entry loss --dim B=2 --dim T=32 --realize f32 --backend native
 	$(BIN)/presk bench corpus/nlp/gpt.mlir --entry loss --entry adamw.step --dim B=2 --dim T=32 --realize f32
+	@echo "== layouts chosen by the cost model (--plan auto; the first use measures this machine's profile, about a minute)"
+	$(BIN)/presk bench corpus/nlp/gpt.mlir --entry loss --dim B=8 --dim T=64 --realize f32 --rounds 11
+	$(BIN)/presk bench corpus/nlp/gpt.mlir --entry loss --dim B=8 --dim T=64 --realize f32 --rounds 11 --plan auto \
+	  --save-plan $(OUT)/gpt.plan.json
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q
