@@ -114,3 +114,78 @@ def test_short_rows_keep_the_loop_as_written() -> None:
     kernels = _lowered("f32", 4, _lanes("f32") * ACCUMULATORS - 1)
     (k,) = [op for op in kernels.walk() if isinstance(op, pk.KernelOp)]
     assert "maximum.body" not in translate_kernel(k)
+
+
+MASKED = """
+!X = !psk_core.tensor<[r: R, c: C]>
+!Mask = !psk_core.index<[r: R, c: C], 2>
+func.func @masked_softmax(%x: !X, %m: !Mask) -> !X {
+  %0 = psk_core.softmax %x [c] mask %m : !X
+  func.return %0 : !X
+}
+"""
+
+
+def _masked_rows(dtype: type, cols: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and masks (1 kept) for the masked maxima: specials kept and refused, fully refused rows."""
+    rows, masks = [], []
+
+    def case(x: np.ndarray, m: np.ndarray) -> None:
+        rows.append(x.astype(dtype))
+        masks.append(m.astype(np.int64))
+
+    def some() -> np.ndarray:
+        return rng.random(cols) < 0.6
+
+    for place in (3, cols - 1):
+        for special in (np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0):
+            for kept in (True, False):
+                x, m = rng.standard_normal(cols) - 4.0, some()
+                x[place], m[place] = special, kept
+                case(x, m)
+        # The maximum is a zero, of either sign, beside larger refused values.
+        for zero in (0.0, -0.0):
+            x, m = -rng.random(cols) - 0.5, some()
+            x[place], m[place] = zero, True
+            x[(place + 5) % cols], m[(place + 5) % cols] = 9.0, False
+            case(x, m)
+    case(rng.standard_normal(cols), np.zeros(cols))  # fully refused
+    case(np.full(cols, np.nan), np.zeros(cols))  # fully refused NaNs
+    case(np.full(cols, -np.inf), np.ones(cols))
+    case(np.full(cols, -np.inf), some())
+    mixed = np.where(rng.random(cols) < 0.5, 0.0, -0.0)
+    case(mixed, some())
+    case(np.full(cols, -0.0), np.ones(cols))
+    nans = rng.standard_normal(cols)
+    nans[::2] = np.nan
+    case(nans, np.arange(cols) % 2)  # NaNs only where refused
+    one = np.zeros(cols)
+    one[cols // 2] = 1
+    case(rng.standard_normal(cols), one)  # one kept position
+    case(rng.standard_normal(cols), np.tril(np.ones((cols, cols)))[cols // 3])  # causal
+    while len(rows) % 8:
+        case(rng.standard_normal(cols), some())
+    return np.stack(rows), np.stack(masks)
+
+
+@pytest.mark.parametrize("realize", ["f32", "f64"])
+@pytest.mark.parametrize("tail", [0, 5], ids=["whole vectors", "a tail"])
+def test_masked_softmax_gives_the_interpreters_bits(realize: str, tail: int) -> None:
+    """The masked row maxima `select(m, maximum(acc, x), acc)` take the vector path with the same bits."""
+    lanes = _lanes(realize)
+    cols = 2 * lanes * ACCUMULATORS + tail
+    rng = np.random.default_rng(11)
+    x, m = _masked_rows(DTYPES[realize], cols, rng)
+    module = parse_module(presk_context(), MASKED, "masked_softmax.mlir").module
+    env = sizes.resolve(module, {}, {"R": x.shape[0], "C": cols})
+    kernels = lower(module, "masked_softmax", env, parse_plan({"realization": realize}, "test"))
+    (k,) = [op for op in kernels.walk() if isinstance(op, pk.KernelOp)]
+    assert "maximum.body" in translate_kernel(k), "the masked row maxima are not translated as running maxima"
+    (expected,) = HostProgram(kernels, KernelInterpreter().runner)([x, m])
+    with NativeRunner() as native:
+        (got,) = HostProgram(kernels, native)([x, m])
+    bits = np.uint32 if realize == "f32" else np.uint64
+    differ = np.flatnonzero((got.view(bits) != expected.view(bits)).any(axis=1))
+    assert differ.size == 0, f"rows {differ}: native {got[differ]} != interpreter {expected[differ]}"
+    refused = ~m.astype(bool).any(axis=1)
+    assert refused.sum() >= 2 and np.all(got[refused] == 0)

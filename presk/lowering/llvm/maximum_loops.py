@@ -15,6 +15,24 @@ runs the loop as written. Either way the result is the maximum's bits, and
 the last iterations (fewer than a vector) and the initial value join it
 through `llvm.maximum` itself.
 
+A masked running maximum (the masked softmax's row maxima), a loop
+yielding `select(m, maximum(acc, x), acc)` (or `select(m, acc,
+maximum(acc, x))`, kept when m is false), takes the same path with the term
+`select(m, x, −inf)`: wherever the check above trusts the vectors, the two
+give the same bits. Where m is true both are `maximum(acc, x)`. Where m is
+false the loop keeps acc and the vector path takes `maximum(acc, −inf)`,
+which is acc itself for every acc but NaN: −inf is below every other
+value, `maximum(−inf, −inf)` is −inf, and ±0 stay as they are (−inf
+compares below both zeros, so no sign question arises). acc is never NaN on
+the trusted path: the initial value must be ordered (checked, else the loop
+runs as written), a masked NaN becomes −inf and is neither seen nor
+propagated (the loop as written ignores it too), and an unmasked NaN is
+counted and sends the loop to its exact form. The maximum over the unmasked
+terms, the initial value and some −infs is then the maximum over the
+unmasked terms and the initial value, whose bits are unique unless it is a
+zero, which is the case refused above; a fully masked block yields −inf
+from the vectors and `maximum(init, −inf)` = init, as the loop as written.
+
 Only in the variant with disjoint buffers (`assume_disjoint`), like the
 other vectorised loops.
 """
@@ -31,6 +49,7 @@ from xdsl.ir import Operation, SSAValue
 from presk.target import Machine
 from presk.dialects.psk_kernel import PARALLEL
 from presk.analysis import trip_count
+from presk.lowering.llvm.vector_body import inside
 from presk.lowering.llvm.irtypes import I1, I32, I64
 from presk.lowering.llvm.loops import ScalarLoops
 from presk.analysis import constant_int
@@ -53,6 +72,10 @@ class RunningMaximum:
     term: SSAValue
     """Its operand that is not the running value: what each iteration brings."""
     vector_loads: frozenset[Operation]
+    mask: Operation | None = None
+    """The masked form's `arith.select` (then the term taken is `select(m, term, −inf)`), or None."""
+    keep_when_true: bool = False
+    """Whether the mask's true side keeps the running value (`select(m, acc, maximum(acc, x))`)."""
 
 
 def running_maximum(loop: scf.ForOp, machine: Machine) -> RunningMaximum | None:
@@ -77,19 +100,41 @@ def running_maximum(loop: scf.ForOp, machine: Machine) -> RunningMaximum | None:
     if not isinstance(terminator, scf.YieldOp):
         return None
     maximum = terminator.operands[0].owner
+    mask: Operation | None = None
+    keep_when_true = False
+    if isinstance(maximum, Operation) and maximum.name == "arith.select" and maximum.parent_block() is block:
+        # The masked form: select(m, maximum(acc, x), acc) or select(m, acc, maximum(acc, x)).
+        mask = maximum
+        condition, if_true, if_false = mask.operands
+        if if_false is acc and if_true is not acc:
+            chosen = if_true
+        elif if_true is acc and if_false is not acc:
+            chosen, keep_when_true = if_false, True
+        else:
+            return None
+        maximum = chosen.owner
+        if condition is acc or not mask.results[0].has_one_use():
+            return None
     if not isinstance(maximum, Operation) or maximum.name != "arith.maximumf" or maximum.parent_block() is not block:
         return None
     a, b = maximum.operands
     term = b if a is acc else a if b is acc else None
-    if term is None or term is acc or not acc.has_one_use() or not maximum.results[0].has_one_use():
+    if term is None or term is acc or not maximum.results[0].has_one_use():
         return None
-    body = vector_body(loop, [maximum], [acc])
+    if sum(1 for _ in acc.uses) != (1 if mask is None else 2):
+        return None
+    body = vector_body(loop, [maximum] if mask is None else [maximum, mask], [acc])
     if body is None:
         return None
     kinds, vector_loads, stores = body
     if stores or kinds.get(term) != "v":
         return None
-    return RunningMaximum(lanes, maximum, term, vector_loads)
+    if mask is not None:
+        condition = mask.operands[0]
+        known = kinds.get(condition, "u" if not inside(condition, block) else "?")
+        if known not in ("u", "v"):
+            return None
+    return RunningMaximum(lanes, maximum, term, vector_loads, mask, keep_when_true)
 
 
 class MaximumLoops(ScalarLoops):
@@ -126,9 +171,13 @@ class MaximumLoops(ScalarLoops):
             for u in range(ACCUMULATORS):
                 self.values[block.args[0]] = b.add(iv, I64(u * lanes), flags=["nuw", "nsw"]) if u else iv
                 for inner in block.ops:
-                    if inner is not block.last_op and inner is not plan.maximum:
+                    if inner is not block.last_op and inner is not plan.maximum and inner is not plan.mask:
                         self.op(inner)
                 x = self.splat(self.value(plan.term), lanes)
+                if plan.mask is not None:
+                    bottom = ir.Constant(vector, [init.type(float("-inf"))] * lanes)
+                    condition = self.value(plan.mask.operands[0])
+                    x = b.select(condition, bottom, x) if plan.keep_when_true else b.select(condition, x, bottom)
                 updated.append(_machine_max(b, maxima[u], x))
                 nans.append(b.or_(seen[u], b.fcmp_unordered("uno", x, x)))
         latch = b.block
@@ -151,6 +200,8 @@ class MaximumLoops(ScalarLoops):
         top = b.extract_element(top, I32(0))
         any_nan = b.icmp_unsigned("!=", b.bitcast(nan, ir.IntType(lanes)), ir.IntType(lanes)(0))
         trusted = b.and_(b.not_(any_nan), b.fcmp_ordered("!=", top, init.type(0.0)))
+        if plan.mask is not None:  # maximum(acc, −inf) is acc but for a NaN acc: refuse a NaN start
+            trusted = b.and_(trusted, b.fcmp_ordered("ord", init, init))
         joined = b.call(intrinsic(self.module, "llvm.maximum", init.type, 2), [init, top])
         fast_exit = b.block
         exact, done = self.fn.append_basic_block(f"{label}.exact"), self.fn.append_basic_block(f"{label}.done")
