@@ -57,8 +57,8 @@ from presk.pipeline import lower
 from presk.plans import parse_plan
 from presk.target import target_machine
 from presk.tuning.calibration import MIN_CALLS, MIN_SECONDS, Progress
-from presk.tuning.plan import ISOLATED_FUNCTION, Isolated, Nest, Pricer, capture, profile_constants
-from presk.tuning.space import SPACES, Point, nest_space, point_key
+from presk.tuning.plan import ISOLATED_FUNCTION, Isolated, Nest, Pricer, capture, legal_points, profile_constants
+from presk.tuning.space import SPACES, Point, point_key
 
 __all__ = [
     "AutotuneResult",
@@ -206,15 +206,6 @@ class _Shape:
     leaves: list[Any] | None = None
 
 
-def _legal(nest: Nest, space: str) -> list[Point]:
-    """The points of the nest's space that every shape's static check accepts, in the space's order."""
-    machine = target_machine()
-    spaces = [nest_space(iso.site, {}, machine, space) for iso, _ in nest.shapes]
-    others = [{point_key(p) for p in s} for s in spaces[1:]]
-    return [p for p in spaces[0] if all(point_key(p) in o for o in others)
-            and all(iso.violation(p, machine) is None for iso, _ in nest.shapes)]  # fmt: skip
-
-
 def autotune(
     module: ModuleOp,
     entry: str,
@@ -249,7 +240,7 @@ def autotune(
             raise PreskError("E4001", f"--nests: no contraction or softmax nest {', '.join(unknown)} in @{entry} "
                              f"(its nests: {', '.join(known)})")  # fmt: skip
         nests = [n for n in nests if n.site in sites]
-    legal = {n.site: _legal(n, space) for n in nests}
+    legal = {n.site: legal_points(n, machine, space)[0] for n in nests}
 
     pricer: Pricer | None = None
     u: float | None = None

@@ -78,6 +78,7 @@ from presk.tuning.space import SPACES, Point, nest_space, point_key
 
 __all__ = [
     "Isolated",
+    "legal_points",
     "Nest",
     "NestChoice",
     "PlanResult",
@@ -482,7 +483,7 @@ class NestChoice:
     """Refusals by condition (`3`, `4`, ..., `lowering`)."""
 
 
-def _legal(nest: Nest, machine: Machine, space: str) -> tuple[list[Point], dict[str, int]]:
+def legal_points(nest: Nest, machine: Machine, space: str) -> tuple[list[Point], dict[str, int]]:
     """The points of the nest's space legal at every shape (statically), in the space's order, and refusals."""
     spaces = [nest_space(iso.site, {}, machine, space) for iso, _ in nest.shapes]
     others = [{point_key(p) for p in s} for s in spaces[1:]]
@@ -514,7 +515,7 @@ def choose(
     for nest in nests:
         shapes = tuple(iso.key for iso, _ in nest.shapes)
         if shapes not in checked:
-            checked[shapes] = _legal(nest, pricer.machine, space)
+            checked[shapes] = legal_points(nest, pricer.machine, space)
         points, conditions = checked[shapes]
         legal.append((points, dict(conditions)))  # `_choose` adds its own refusals to each nest's counts
     todo = {(iso.key, point_key(p)) for nest, (points, _) in zip(nests, legal) for iso, _ in nest.shapes

@@ -2,7 +2,7 @@
 
 The sweeps are cut to a few points of a tiny GEMM (N = 16) or of
 tests/plan/two_dots.mlir (B = 4) by narrowing each nest's space
-(`autotune._legal`), so each run compiles a handful of kernels; the
+(`autotune.legal_points`), so each run compiles a handful of kernels; the
 candidates test prices a whole space under a synthetic profile (loads cost
 a nanosecond each, a split a second), built for the target's own register
 file, so the tests hold on AVX2 and AVX-512 alike.
@@ -40,8 +40,8 @@ FIRST = 5
 
 @pytest.fixture
 def narrow(monkeypatch: pytest.MonkeyPatch) -> None:
-    legal = at._legal
-    monkeypatch.setattr(at, "_legal", lambda nest, space: legal(nest, space)[:FIRST])
+    legal = at.legal_points
+    monkeypatch.setattr(at, "legal_points", lambda nest, machine, space: (legal(nest, machine, space)[0][:FIRST], {}))
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -120,9 +120,9 @@ def test_a_point_with_other_bits_is_reported_and_never_chosen(
     tmp_path: Path, narrow: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     module, env = gemm()
-    legal = at._legal
+    legal = at.legal_points
     (nest,) = at.capture(module, "gemm", env, at.parse_plan({"realization": "f32"}, "test"))
-    bad = legal(nest, "quick")[2]
+    bad = legal(nest, at.target_machine(), "quick")[0][2]
     measure, lower_point = at.measure, at.lower_point
     lowered: list[Any] = []
     monkeypatch.setattr(at, "lower_point", lambda iso, point: (lowered.append(point), lower_point(iso, point))[1])
