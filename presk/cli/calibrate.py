@@ -144,8 +144,8 @@ def judge(args: argparse.Namespace, entry: str, kernels: Any, leaves: Sequence[A
     """Time each kernel of `entry`, price it with `--profile`, print both and the three Spearman figures."""
     profile = load_profile(args.profile)
     machine = target_machine()
-    samples = kernel_samples(kernels, leaves, runner, _desc(profile, machine), {"entry": entry})
     key = rules_key(profile.rules)
+    samples = kernel_samples(kernels, leaves, runner, _desc(profile, machine), {"entry": entry}, rules=[key])
     constants = profile.layout or profile.roofline
     if constants is None:
         raise PreskError(PROFILE_ERROR, f"{args.profile} has no fitted constants: run `presk refit` on it first")

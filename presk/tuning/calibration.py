@@ -338,8 +338,12 @@ def kernel_samples(
     min_calls: int = MIN_CALLS,
     min_seconds: float = MIN_SECONDS,
     max_calls: int = MAX_CALLS,
+    rules: Sequence[str] | None = None,
 ) -> list[Sample]:
     """Time every launch of a lowered program and give one sample per kernel (see the module docstring).
+
+    `rules` names the rule sets whose terms a sample keeps (default: every
+    one, as a profile needs for a later `presk refit --recost`).
 
     `describe` is copied into every sample (what was measured: entry,
     sizes, type, layout); the sample adds the kernel's name, launches per
@@ -361,7 +365,7 @@ def kernel_samples(
             continue
         kernel, workers = timed.kernels[name], timed.workers[name]
         quartiles = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
-        terms = all_terms(kernel, desc, workers)
+        terms = all_terms(kernel, desc, workers, rules)
         extra = {**describe, "kernel": name, "launches": len(times) // max(calls, 1), "workers": workers}
         samples.append(Sample(terms, statistics.median(times), (quartiles[0], quartiles[2]),
                               operation_count(kernel), extra))  # fmt: skip
@@ -389,9 +393,12 @@ def point_of_key(key: str) -> Point | None:
     return _point(data["entry"], data["sizes"], data["dtype"], data["layout"])
 
 
-def all_terms(kernel: KernelOp, desc: MachineDesc, workers: int) -> dict[str, KernelTerms]:
-    """A kernel's terms under every rule set, as a sample keeps them."""
-    return {rules: kernel_terms(kernel, desc, workers, frozenset(filter(None, rules.split(",")))) for rules in rule_sets()}
+def all_terms(
+    kernel: KernelOp, desc: MachineDesc, workers: int, rules: Sequence[str] | None = None
+) -> dict[str, KernelTerms]:
+    """A kernel's terms under each rule set of `rules` (default: every one), as a sample keeps them."""
+    keys = rule_sets() if rules is None else rules
+    return {key: kernel_terms(kernel, desc, workers, frozenset(filter(None, key.split(",")))) for key in keys}
 
 
 def reprice(samples: Sequence[Sample], desc: MachineDesc, progress: Progress | None = None) -> tuple[list[Sample], int]:
