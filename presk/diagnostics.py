@@ -26,6 +26,7 @@ ERROR_CODES: dict[str, str] = {
     "E3001": "unknown pass",
     "E3002": "bad pass option or pass-pipeline syntax",
     "E3003": "a pass reported that it could not be applied",
+    "E3004": "no derivative: psk-autodiff has no rule for an operation a gradient must cross",
     "E4001": "bad --dim or --const argument",
     "E4002": "unbound or invalid size at run time",
     "E4003": "bad input file or input shape",

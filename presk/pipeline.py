@@ -14,6 +14,7 @@ from presk import sizes
 from presk.target import Machine, target_machine
 from presk.ir.context import presk_context
 from presk.lowering.realize_to_kernel import LowerToKernel
+from presk.passes.autodiff import AutoDiff
 from presk.passes.bind import BindSizes
 from presk.passes.epilogue import FoldEpilogues
 from presk.passes.fuse import FuseElementwise
@@ -46,6 +47,8 @@ def realize(module: ModuleOp, env: dict[str, int], plan: Plan, fuse: bool = True
     """A realized copy of `module` at the sizes of `env` (every constant and dimension)."""
     realized = module.clone()
     ctx = presk_context()
+    # Derivatives first: the generated functions are size-generic PSK-Core, bound and fused like the rest.
+    AutoDiff().apply(ctx, realized)
     constants = sizes.declared_constants(module)
     dims = ",".join(f"{k}={v}" for k, v in env.items() if k not in constants)
     consts = ",".join(f"{k}={v}" for k, v in env.items() if k in constants)

@@ -31,6 +31,7 @@ _DIALECTS: dict[str, str] = {
 
 _PASSES: dict[str, str] = {
     "psk-inline": "presk.passes.inline:InlineCalls",
+    "psk-autodiff": "presk.passes.autodiff:AutoDiff",
     "psk-bind": "presk.passes.bind:BindSizes",
     "psk-fuse": "presk.passes.fuse:FuseElementwise",
     "psk-realize": "presk.passes.realize:RealizeSites",

@@ -1290,6 +1290,9 @@ class ConstDimOp(IRDLOperation):
         printer.print_op_attributes(self.attributes)
 
 
+# The derivative requests (`grad`, `value_and_grad`) live in their own module.
+from presk.dialects.psk_core_autodiff import AUTODIFF_OPS  # noqa: E402
+
 PSKCore = Dialect(
     "psk_core",
     [
@@ -1298,6 +1301,7 @@ PSKCore = Dialect(
         DotOp, EinOp, SoftmaxOp, CrossEntropyOp, GatherOp,
         BroadcastLikeOp, SumToOp, ZerosLikeOp, SplitOp, MergeOp, ArangeOp, CausalMaskOp,
         ConstantOp, SizeOp, RecordOp, FieldOp, SetFieldOp, TupleOp, ProjOp, FoldOp, ConstDimOp,
+        *AUTODIFF_OPS,
     ],  # fmt: skip
     [RealType, TensorType, IndexTensorType, RecordType, TupleType],
 )

@@ -1,0 +1,466 @@
+"""`psk-autodiff`: reverse-mode differentiation of PSK-Core, into ordinary PSK-Core functions.
+
+Each `psk_core.grad @f(args) wrt [i, ...]` (and `value_and_grad`) becomes
+calls to functions generated from `@f`:
+
+* by default (`remat=save`), `f.fwd` computes f's value and the residuals
+  its backward pass reads, `(value, tuple<residuals>)`, and `f.bwd` takes
+  those residuals and the cotangent of the value and returns the cotangent
+  of each argument named by `wrt`;
+* with `{remat=recompute}`, one `f.vjp(args, ct) -> (value, cotangents)`
+  recomputes the forward values where the backward part reads them, so
+  nothing is kept between two calls.
+
+A call inside `f` is differentiated callee by callee: `g.fwd`/`g.bwd` (or
+`g.vjp`) are generated for the arguments of `g` the call varies, and `f`'s
+residuals carry `g`'s as one tuple. The adjoint of each primitive is a row
+of `autodiff_rules.RULES`; a primitive with no rule that a cotangent has to
+cross is refused with `E3004` at its line, before the module is changed, so
+a missing rule is never a silent zero. Only values that depend on a `wrt`
+argument and reach the result get cotangents, and each generated function
+goes through `cse` and `dce`: it keeps no forward value nothing reads, and
+returns the cotangents of the `wrt` arguments only.
+
+Generated functions are named `<f>.fwd`, `<f>.bwd`, `<f>.vjp`; a second
+set of `wrt` positions for the same function gets `<f>.wrt<i>_<j>.fwd`, and
+a name the module already uses gets a numeric suffix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.transforms.common_subexpression_elimination import cse
+from xdsl.transforms.dead_code_elimination import region_dce
+
+from presk.diagnostics import PreskError
+from presk.dialects import psk_core as core
+from presk.dialects.psk_core_autodiff import GradientRequestOp, ValueAndGradOp
+from presk.dialects.psk_core_types import IndexTensorType, RealType, TupleType
+from presk.ir.locations import error_at
+from presk.passes.autodiff_rules import RULES, WHY_NOT, Ct, Emit, positions_of
+
+REMAT_MODES = ("save", "recompute")
+
+Key = tuple[str, tuple[int, ...]]
+"""A function to differentiate and the positions of its arguments to differentiate with respect to."""
+
+
+@dataclass
+class Generated:
+    """The functions generated for one `Key`."""
+
+    fwd: func.FuncOp | None = None
+    bwd: func.FuncOp | None = None
+    vjp: func.FuncOp | None = None
+
+
+@dataclass
+class Activity:
+    """Which values of a function carry a derivative: varied (depend on a wrt argument) and useful (reach the result)."""
+
+    active: set[SSAValue] = field(default_factory=set)
+    calls: dict[func.CallOp, tuple[int, ...]] = field(default_factory=dict)
+    """Each call a cotangent crosses, with the positions of its callee to differentiate."""
+
+
+def _differentiable(v: SSAValue) -> bool:
+    return not isinstance(v.type, IndexTensorType)
+
+
+def _no_operands(op: Operation) -> bool:
+    return not op.operands and not op.regions
+
+
+class Differentiator:
+    """Generates the functions of every requested derivative; changes nothing until all exist."""
+
+    def __init__(self, module: ModuleOp, recompute: bool) -> None:
+        self.module = module
+        self.recompute = recompute
+        self.functions = {f.sym_name.data: f for f in module.body.block.ops if isinstance(f, func.FuncOp)}
+        self.taken = {n for op in module.body.block.ops if (n := _symbol(op)) is not None}
+        self.done: dict[Key, Generated] = {}
+        self.in_progress: list[str] = []
+        self.created: list[func.FuncOp] = []
+        self.first_wrt: dict[str, tuple[int, ...]] = {}
+
+    # -- names ----------------------------------------------------------------------
+    def _name(self, key: Key, kind: str) -> str:
+        """`f.fwd` for the first `wrt` of `f` the module asks for, `f.wrt0_2.fwd` for another; unique."""
+        fname, wrt = key
+        first = self.first_wrt.setdefault(fname, wrt)
+        stem = fname if first == wrt else f"{fname}.wrt{'_'.join(map(str, wrt))}"
+        name, i = f"{stem}.{kind}", 0
+        while name in self.taken:
+            i += 1
+            name = f"{stem}.{kind}.{i}"
+        self.taken.add(name)
+        return name
+
+    # -- analysis -------------------------------------------------------------------
+    def activity(self, f: func.FuncOp, wrt: Sequence[int]) -> Activity:
+        """Varied and useful values of `f`; E3004 at the first op a cotangent must cross without a rule."""
+        block = f.body.block
+        varied: set[SSAValue] = {block.args[i] for i in wrt if _differentiable(block.args[i])}
+        ops = list(block.ops)
+        for op in ops:
+            if isinstance(op, func.ReturnOp):
+                continue
+            flows = [op.operands[i] for i in self._positions(op)]
+            if any(v in varied for v in flows):
+                varied.update(r for r in op.results if _differentiable(r))
+        ret = block.last_op
+        assert isinstance(ret, func.ReturnOp)
+        useful: set[SSAValue] = {v for v in ret.arguments if v in varied}
+        result = Activity()
+        for op in reversed(ops):
+            if isinstance(op, func.ReturnOp) or not any(r in useful for r in op.results):
+                continue
+            self._check_rule(op)
+            positions = self._positions(op)
+            useful.update(op.operands[i] for i in positions if op.operands[i] in varied)
+            if isinstance(op, func.CallOp):
+                result.calls[op] = tuple(i for i in positions if op.operands[i] in varied)
+        result.active = useful
+        return result
+
+    def _positions(self, op: Operation) -> tuple[int, ...]:
+        if isinstance(op, func.CallOp):
+            return tuple(i for i, v in enumerate(op.operands) if _differentiable(v))
+        rule = RULES.get(type(op))
+        if rule is None:  # no rule: anything may flow through it (refused if a cotangent must)
+            return tuple(range(len(op.operands)))
+        return positions_of(rule, op)
+
+    def _check_rule(self, op: Operation) -> None:
+        if isinstance(op, func.CallOp):
+            if len(op.results) != 1:
+                raise error_at(op, "E3004", f"no derivative for a call of @{op.callee.string_value()}, which returns "
+                               f"{len(op.results)} values; psk-autodiff differentiates calls of one result")  # fmt: skip
+            return
+        if type(op) not in RULES:
+            why = WHY_NOT.get(type(op))
+            raise error_at(op, "E3004", f"no derivative for {op.name}" + (f": {why}" if why else ""))
+
+    # -- generation -----------------------------------------------------------------
+    def request(self, key: Key, at: Operation) -> Generated:
+        """The functions for `key`, generated (with those of its callees) on first request."""
+        if key in self.done:
+            return self.done[key]
+        fname, wrt = key
+        f = self.functions.get(fname)
+        if f is None or f.is_declaration:
+            raise error_at(at, "E3003", f"psk-autodiff: @{fname} has no body to differentiate")
+        if fname in self.in_progress:
+            raise error_at(at, "E3003", f"psk-autodiff: @{fname} calls itself; a recursive function is not differentiated")
+        if len(f.function_type.outputs.data) != 1:
+            raise error_at(at, "E3004", f"no derivative for @{fname}, which returns "
+                           f"{len(f.function_type.outputs.data)} values")  # fmt: skip
+        self.in_progress.append(fname)
+        try:
+            activity = self.activity(f, wrt)
+            for call, positions in activity.calls.items():
+                self.request((call.callee.string_value(), positions), call)
+            generated = Generated()
+            if self.recompute:
+                generated.vjp = self._vjp(key, f, activity)
+            else:
+                generated.fwd, generated.bwd = self._fwd_bwd(key, f, activity)
+        finally:
+            self.in_progress.pop()
+        self.done[key] = generated
+        return generated
+
+    def _new_function(self, name: str, inputs: Sequence[Attribute]) -> tuple[func.FuncOp, Block]:
+        block = Block(arg_types=list(inputs))
+        f = func.FuncOp(name, (list(inputs), []), Region(block))
+        self.created.append(f)
+        return f, block
+
+    def _fwd_bwd(self, key: Key, f: func.FuncOp, activity: Activity) -> tuple[func.FuncOp, func.FuncOp]:
+        """`f.fwd` clones `f`, calling the callees' `.fwd`s; `f.bwd` runs the rules backwards over residuals."""
+        src = f.body.block
+        result_type = f.function_type.outputs.data[0]
+        fwd, fblock = self._new_function(self._name(key, "fwd"), f.function_type.inputs.data)
+        _name_args(fblock, src)
+        to_fwd: dict[SSAValue, SSAValue] = dict(zip(src.args, fblock.args))
+        callee_residuals: dict[func.CallOp, SSAValue] = {}
+        for op in src.ops:
+            if isinstance(op, func.ReturnOp):
+                break
+            if isinstance(op, func.CallOp) and op in activity.calls:
+                callee = self.done[(op.callee.string_value(), activity.calls[op])].fwd
+                assert callee is not None
+                call = func.CallOp(callee.sym_name.data, [to_fwd[v] for v in op.operands],
+                                   callee.function_type.outputs.data)  # fmt: skip
+                _hint(call.results[0], op.results[0])
+                fblock.add_op(call)
+                to_fwd[op.results[0]] = call.results[0]
+                callee_residuals[op] = call.results[1]
+                continue
+            clone = op.clone(value_mapper=to_fwd)
+            fblock.add_op(clone)
+        (value,) = [to_fwd[v] for v in _returned(src)]
+
+        bwd, bblock = self._new_function(self._name(key, "bwd"), [result_type])
+        ct_in = bblock.args[0]
+        ct_in.name_hint = "ct"
+        residuals: dict[SSAValue, BlockArgument] = {}
+        recomputed: dict[SSAValue, SSAValue] = {}
+
+        def residual(v: SSAValue) -> SSAValue:
+            """A value of `f.fwd`, as `f.bwd` reads it: passed along as a residual."""
+            if v not in residuals:
+                arg = bblock.insert_arg(v.type, len(bblock.args))
+                _hint(arg, v)
+                residuals[v] = arg
+            return residuals[v]
+
+        def primal(v: SSAValue) -> SSAValue:
+            owner = v.owner
+            if isinstance(owner, Operation) and _no_operands(owner):
+                if v not in recomputed:  # a constant, size, arange or mask: recomputed, not saved
+                    clone = owner.clone()
+                    Rewriter.insert_op(clone, InsertPoint.at_start(bblock))
+                    recomputed[v] = clone.results[0]
+                return recomputed[v]
+            return residual(to_fwd[v])
+
+        placeholders: dict[Attribute, tuple[BlockArgument, SSAValue]] = {}
+
+        def shaped(t: Attribute, fallback: SSAValue | Callable[[], SSAValue]) -> SSAValue:
+            """A value of type t `f.bwd` has (the cotangent, a residual), so none is saved for its type alone.
+
+            Residuals are found as the rules run, so a primal fallback is a
+            placeholder until the end, when any residual of type t may stand in.
+            """
+            same = next((a for a in [ct_in, *residuals.values()] if a.type == t), None)
+            if same is not None:
+                return same
+            if not isinstance(fallback, SSAValue):
+                return fallback()
+            if t not in placeholders:
+                placeholders[t] = (bblock.insert_arg(t, len(bblock.args)), fallback)
+            return placeholders[t][0]
+
+        emit = Emit.at_end(bblock, primal, shaped)
+
+        def call_adjoint(op: func.CallOp, ct: SSAValue) -> list[SSAValue]:
+            callee = self.done[(op.callee.string_value(), activity.calls[op])].bwd
+            assert callee is not None
+            res = residual(callee_residuals[op])
+            call = func.CallOp(callee.sym_name.data, [res, ct], callee.function_type.outputs.data)
+            emit.op(call)
+            return list(call.results)
+
+        grads = self._backward(f, activity, emit, ct_in, call_adjoint, key[1])
+        bblock.add_op(func.ReturnOp(*grads))
+        for t, (placeholder, v) in placeholders.items():
+            same = next((a for a in [ct_in, *residuals.values()] if a.type == t), None)
+            placeholder.replace_all_uses_with(same if same is not None else primal(v))
+            bblock.erase_arg(placeholder)
+        _tidy(bwd)
+        # Residuals nothing reads after dce are not saved.
+        for v, arg in list(residuals.items()):
+            if not arg.uses:
+                bblock.erase_arg(arg)
+                del residuals[v]
+        saved = list(residuals)
+        pack = TupleType([v.type for v in saved])
+        tup = bblock.insert_arg(pack, 0)
+        tup.name_hint = "res"
+        projections = [core.ProjOp(tup, i, v.type) for i, v in enumerate(saved)]
+        for proj, v in zip(projections, saved):
+            _hint(proj.result, v)
+            residuals[v].replace_all_uses_with(proj.result)
+            bblock.erase_arg(residuals[v])
+        if projections:
+            Rewriter.insert_op(projections, InsertPoint.at_start(bblock))
+        _set_type(bwd)
+
+        packed = core.TupleOp(saved, pack)
+        packed.result.name_hint = "res"
+        fblock.add_ops([packed, func.ReturnOp(value, packed.result)])
+        _tidy(fwd)
+        _set_type(fwd)
+        return fwd, bwd
+
+    def _vjp(self, key: Key, f: func.FuncOp, activity: Activity) -> func.FuncOp:
+        """`f.vjp(args, ct) -> (value, cotangents)`: the forward pass, then the rules over its values."""
+        src = f.body.block
+        result_type = f.function_type.outputs.data[0]
+        vjp, block = self._new_function(self._name(key, "vjp"), [*f.function_type.inputs.data, result_type])
+        _name_args(block, src)
+        ct_in = block.args[-1]
+        ct_in.name_hint = "ct"
+        mapping: dict[SSAValue, SSAValue] = dict(zip(src.args, block.args))
+        for op in src.ops:
+            if isinstance(op, func.ReturnOp):
+                break
+            block.add_op(op.clone(value_mapper=mapping))
+        (value,) = [mapping[v] for v in _returned(src)]
+        emit = Emit.at_end(block, lambda v: mapping[v])
+
+        def call_adjoint(op: func.CallOp, ct: SSAValue) -> list[SSAValue]:
+            callee = self.done[(op.callee.string_value(), activity.calls[op])].vjp
+            assert callee is not None
+            call = func.CallOp(callee.sym_name.data, [*(mapping[v] for v in op.operands), ct],
+                               callee.function_type.outputs.data)  # fmt: skip
+            emit.op(call)
+            return list(call.results[1:])
+
+        grads = self._backward(f, activity, emit, ct_in, call_adjoint, key[1])
+        block.add_op(func.ReturnOp(value, *grads))
+        _tidy(vjp)
+        _set_type(vjp)
+        return vjp
+
+    def _backward(self, f, activity, emit: Emit, ct_in: SSAValue, call_adjoint, wrt) -> list[SSAValue]:  # type: ignore[no-untyped-def]
+        """Run the rules from the result back to the arguments; the cotangents of the `wrt` arguments."""
+        src = f.body.block
+        cts: dict[SSAValue, Ct] = {}
+        (result,) = _returned(src)
+        if result in activity.active:
+            cts[result] = ct_in
+
+        def accumulate(v: SSAValue, ct: Ct | None) -> None:
+            if ct is None or v not in activity.active:
+                return
+            cts[v] = ct if v not in cts else emit.plus(cts[v], ct)
+
+        for op in reversed(list(src.ops)):
+            if isinstance(op, func.ReturnOp) or not op.results or op.results[0] not in cts:
+                continue
+            ct = cts[op.results[0]]
+            if isinstance(op, func.CallOp):
+                positions = activity.calls[op]
+                for i, g in zip(positions, call_adjoint(op, emit.dense(ct))):
+                    accumulate(op.operands[i], g)
+                continue
+            rule = RULES[type(op)]
+            contributions = rule.adjoint(emit, op, ct if rule.sparse else emit.dense(ct))
+            for i, g in zip(positions_of(rule, op), contributions):
+                accumulate(op.operands[i], g)
+        grads: list[SSAValue] = []
+        for i in wrt:
+            arg = src.args[i]
+            if arg in cts:
+                grads.append(emit.dense(cts[arg]))
+            else:  # the result does not depend on it
+                grads.append(emit.op(core.ZerosLikeOp(emit.like(arg))))
+        return grads
+
+    def generate_all(self) -> dict[Key, Generated]:
+        """Every function each derivative request needs, also those in generated functions."""
+        pending: list[Operation] = [op for op in self.module.walk() if isinstance(op, GradientRequestOp)]
+        seen: set[int] = set()
+        while pending:
+            op = pending.pop(0)
+            assert isinstance(op, GradientRequestOp)
+            self.request((op.callee_name, op.positions), op)
+            for f in self.created:
+                if id(f) not in seen:
+                    seen.add(id(f))
+                    pending += [o for o in f.walk() if isinstance(o, GradientRequestOp)]
+        return self.done
+
+
+def _symbol(op: Operation) -> str | None:
+    name = op.properties.get("sym_name")
+    return getattr(name, "data", None)
+
+
+def _returned(block: Block) -> list[SSAValue]:
+    ret = block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    return list(ret.arguments)
+
+
+def _hint(new: SSAValue, old: SSAValue) -> None:
+    if old.name_hint is not None and new.name_hint is None:
+        new.name_hint = old.name_hint
+
+
+def _name_args(block: Block, src: Block) -> None:
+    for new, old in zip(block.args, src.args):
+        _hint(new, old)
+
+
+def _tidy(f: func.FuncOp) -> None:
+    """cse then dce: no duplicate adjoint term, no forward value or cotangent nothing reads."""
+    cse(f.body)
+    region_dce(f.body)
+
+
+def _set_type(f: func.FuncOp) -> None:
+    block = f.body.block
+    ret = block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    f.function_type = FunctionType.from_lists([a.type for a in block.args], [v.type for v in ret.arguments])
+
+
+class ReplaceRequest(RewritePattern):
+    """A `grad`/`value_and_grad` becomes calls to its generated functions."""
+
+    def __init__(self, generated: dict[Key, Generated], recompute: bool) -> None:
+        self.generated = generated
+        self.recompute = recompute
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: GradientRequestOp, rewriter: PatternRewriter) -> None:
+        g = self.generated[(op.callee_name, op.positions)]
+        one = core.ConstantOp(1.0, RealType())
+        one.result.name_hint = "one"
+        new: list[Operation] = [one]
+        if self.recompute:
+            assert g.vjp is not None
+            call = func.CallOp(g.vjp.sym_name.data, [*op.arguments, one.result], g.vjp.function_type.outputs.data)
+            new.append(call)
+            value, grads = call.results[0], list(call.results[1:])
+        else:
+            assert g.fwd is not None and g.bwd is not None
+            fwd = func.CallOp(g.fwd.sym_name.data, list(op.arguments), g.fwd.function_type.outputs.data)
+            bwd = func.CallOp(g.bwd.sym_name.data, [fwd.results[1], one.result], g.bwd.function_type.outputs.data)
+            new += [fwd, bwd]
+            value, grads = fwd.results[0], list(bwd.results)
+        gradient: SSAValue = grads[0]
+        if len(grads) > 1:
+            packed = core.TupleOp(grads)
+            new.append(packed)
+            gradient = packed.result
+        if isinstance(op, ValueAndGradOp):
+            pair = core.TupleOp([value, gradient], op.result.type)
+            new.append(pair)
+            gradient = pair.result
+        rewriter.replace_op(op, new, [gradient])
+
+
+@dataclass(frozen=True)
+class AutoDiff(ModulePass):
+    """Replace every `psk_core.grad`/`value_and_grad` by calls to generated forward and backward functions."""
+
+    name = "psk-autodiff"
+
+    remat: str = "save"
+    """`save`: `f.fwd` keeps the residuals `f.bwd` reads; `recompute`: one `f.vjp` recomputes them."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.remat not in REMAT_MODES:
+            raise PreskError("E3002", f"psk-autodiff: remat={self.remat!r}; expected one of {', '.join(REMAT_MODES)}")
+        recompute = self.remat == "recompute"
+        differentiator = Differentiator(op, recompute)
+        generated = differentiator.generate_all()
+        if not generated:
+            return
+        for f in differentiator.created:
+            Rewriter.insert_op(f, InsertPoint.at_end(op.body.block))
+        PatternRewriteWalker(ReplaceRequest(generated, recompute)).rewrite_module(op)
