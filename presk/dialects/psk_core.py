@@ -1291,7 +1291,7 @@ class ConstDimOp(IRDLOperation):
 
 
 # The derivative requests (`grad`, `value_and_grad`) live in their own module.
-from presk.dialects.psk_core_autodiff import AUTODIFF_OPS  # noqa: E402
+from presk.dialects.psk_core_autodiff import GradOp, ValueAndGradOp  # noqa: E402
 
 PSKCore = Dialect(
     "psk_core",
@@ -1301,7 +1301,7 @@ PSKCore = Dialect(
         DotOp, EinOp, SoftmaxOp, CrossEntropyOp, GatherOp,
         BroadcastLikeOp, SumToOp, ZerosLikeOp, SplitOp, MergeOp, ArangeOp, CausalMaskOp,
         ConstantOp, SizeOp, RecordOp, FieldOp, SetFieldOp, TupleOp, ProjOp, FoldOp, ConstDimOp,
-        *AUTODIFF_OPS,
+        GradOp, ValueAndGradOp,
     ],  # fmt: skip
     [RealType, TensorType, IndexTensorType, RecordType, TupleType],
 )

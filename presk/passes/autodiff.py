@@ -168,7 +168,7 @@ class Differentiator:
         self.in_progress.append(fname)
         try:
             activity = self.activity(f, wrt)
-            for call, positions in activity.calls.items():
+            for call, positions in reversed(activity.calls.items()):  # in program order, for stable names
                 self.request((call.callee.string_value(), positions), call)
             generated = Generated()
             if self.recompute:
@@ -441,7 +441,7 @@ class ReplaceRequest(RewritePattern):
             pair = core.TupleOp([value, gradient], op.result.type)
             new.append(pair)
             gradient = pair.result
-        rewriter.replace_op(op, new, [gradient])
+        rewriter.replace(op, new, [gradient])
 
 
 @dataclass(frozen=True)
