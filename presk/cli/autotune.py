@@ -3,12 +3,14 @@
 Thin over `presk.tuning.autotune`. It appends one line per point measured
 to RESULTS.jsonl (a second call resumes), writes the plan of the best
 measured points (`--plan-out`), and fails if any point gave other bits than
-its nest's default layout.
+its nest's default layout. `--ray` / `--ray-address` measure on a Ray
+cluster instead of in this process (`presk.tuning.distributed`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import Any
@@ -17,6 +19,7 @@ from presk.cli.program import add_input_arguments, add_size_arguments, program_o
 from presk.diagnostics import PreskError
 from presk.tuning.autotune import autotune, report
 from presk.tuning.calibration import parse_budget
+from presk.tuning.distributed import AUTOTUNE_BATCH, Cluster
 from presk.tuning.plan import plan_text
 from presk.tuning.space import SPACES
 
@@ -39,7 +42,29 @@ def add_parser(subparsers: Any) -> None:
                    help="quick (default): tiles whose registers fit the target's; full: every tile and lane")  # fmt: skip
     p.add_argument("--budget", metavar="TIME", help="stop cleanly between points after this long (90s, 20m, 1.5h)")
     p.add_argument("--nests", metavar="SITE,...", help="only these nests (site names, as presk plan prints them)")
+    add_ray_arguments(p, AUTOTUNE_BATCH)
     p.set_defaults(handler=main)
+
+
+def add_ray_arguments(p: Any, batch: int, scope: str = "") -> None:
+    """`--ray`, `--ray-address`, `--ray-batch`: shared by `presk autotune` and `presk bench --calibrate`
+    (`scope` says what they go with)."""
+    group = p.add_argument_group(f"measuring on Ray{scope} (docs/plans.md, \"Distributed measurement on Ray\")")
+    group.add_argument("--ray", action="store_true", help="measure on a local Ray cluster started for the run: one "
+                       "worker pinned to each core, batches of points (needs Ray: pip install 'presk[ray]')")  # fmt: skip
+    group.add_argument("--ray-address", metavar="ADDR", help="measure on the Ray cluster at ADDR (or auto: the one "
+                       "`ray start --head` started here) instead: one worker pinned to each CPU of each node")  # fmt: skip
+    group.add_argument("--ray-batch", type=int, metavar="N", help=f"points per batch a worker measures "
+                       f"(default {batch}); a killed run loses at most the batches in flight")  # fmt: skip
+
+
+def cluster_of(args: argparse.Namespace) -> Cluster | None:
+    """The Ray cluster `--ray` / `--ray-address` ask for (not started yet: it starts on first use), or None."""
+    if not args.ray and args.ray_address is None:
+        if args.ray_batch is not None:
+            raise PreskError("E4001", "--ray-batch goes with --ray or --ray-address")
+        return None
+    return Cluster(args.ray_address, args.ray_batch)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -47,8 +72,12 @@ def main(args: argparse.Namespace) -> int:
     budget = parse_budget(args.budget) if args.budget else None
     sites = [s.strip() for s in args.nests.split(",") if s.strip()] if args.nests else None
     plan_dir = os.path.dirname(args.plan_out) if args.plan_out else "."
-    result = autotune(program.parsed.module, args.entry, program.env, args.realize, args.output, args.profile,
-                      args.candidates, args.space, budget, sites, plan_dir=plan_dir)  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        cluster = cluster_of(args)
+        if cluster is not None:
+            stack.enter_context(cluster)
+        result = autotune(program.parsed.module, args.entry, program.env, args.realize, args.output, args.profile,
+                          args.candidates, args.space, budget, sites, plan_dir=plan_dir, cluster=cluster)  # fmt: skip
     for line in report(result):
         print(line)
     if args.plan_out:
@@ -63,5 +92,9 @@ def main(args: argparse.Namespace) -> int:
                          f"layout (a bug of the lowering; `\"bits\": \"differ\"` in {args.output}):\n")  # fmt: skip
         for r in result.differ:
             sys.stderr.write(f"  {r['site']} ({r['shape']}): {r['point']}\n")
+        return 1
+    if result.lost:
+        sys.stderr.write(f"presk autotune: {result.lost} points were not measured: the workers that could measure "
+                         "them died (see the warnings above); the same command measures them\n")  # fmt: skip
         return 1
     return 0

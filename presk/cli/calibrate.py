@@ -7,6 +7,11 @@ samples are an entry's kernels (`presk bench FILE --entry E --calibrate P`)
 or a calibration space (`--space calib`, `--space calib-small`,
 `presk.tuning.calibration`), and a second call extends them.
 
+`--ray` / `--ray-address` measure a space's points on a Ray cluster, in
+batches, one worker pinned to each core (`presk.tuning.distributed`); the
+samples of another machine kind of the cluster go to a profile of its own
+beside P.json, fitted too.
+
 `--profile` fits nothing: it times the entry's kernels, prices each with the
 profile, and prints them side by side with Spearman's rank correlation of
 the measured times against the three predictors (operation counts, W, the
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,7 +44,9 @@ from presk.cost.profile import (
 from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
 from presk.target import Machine, target_machine
+from presk.cli.autotune import add_ray_arguments, cluster_of
 from presk.tuning.calibration import Progress, kernel_samples, parse_budget, run_space, space
+from presk.tuning.distributed import CALIBRATION_BATCH
 
 __all__ = ["add_calibration_arguments", "calibrate_entry", "calibrate_space", "finish_calibration", "judge", "open_profile"]
 
@@ -67,6 +75,7 @@ def add_calibration_arguments(p: argparse.ArgumentParser) -> None:
                        f"{','.join(DEFAULT_RULES)}; `presk refit --recost` changes them later)")  # fmt: skip
     group.add_argument("--profile", metavar="P.json", help="price every kernel with this profile and print the "
                        "predictions beside the measured times, with Spearman's rank correlation")  # fmt: skip
+    add_ray_arguments(p, CALIBRATION_BATCH, ", with --calibrate P.json --space S")
 
 
 def open_profile(path: str, machine: Machine, rules: str | None = None) -> Profile:
@@ -104,8 +113,24 @@ def calibrate_space(args: argparse.Namespace, runner: Any) -> None:
     if unknown or not types:
         raise PreskError("E4001", f"--space-types {args.space_types}: expected types among f32, f64, bf16")
     points = space(args.space, machine, types)
-    done = {str(s.extra.get("key")) for s in profile.samples}
     budget = parse_budget(args.budget) if args.budget else None
+    cluster = cluster_of(args)
+    if cluster is not None:
+        with cluster:
+            tally, others = cluster.calibrate(points, args.calibrate, profile, budget, sys.stderr)
+        for line in tally.notes:
+            print(line)
+        print(f"{args.space}: measured {tally.measured} points on Ray, {tally.refused} refused by the layout checks "
+              f"(E7002), {tally.skipped} measured before")  # fmt: skip
+        if tally.stopped:
+            print("the budget stopped it: the same command resumes it")
+        if tally.lost:
+            sys.stderr.write(f"presk: warning: {tally.lost} points were not measured: the workers that could measure "
+                             "them died (see above); the same command measures them\n")  # fmt: skip
+        for other in others:
+            _fit_other_kind(args, other)
+        return
+    done = {str(s.extra.get("key")) for s in profile.samples}
     progress = Progress(len(points), budget, f"{args.space}")
     try:
         measured, refused, stopped = run_space(points, done, runner, _desc(profile, machine),
@@ -119,9 +144,24 @@ def calibrate_space(args: argparse.Namespace, runner: Any) -> None:
         print(f"the budget stopped it with {remaining} points left: the same command resumes it")
 
 
+def _fit_other_kind(args: argparse.Namespace, path: Path) -> None:
+    """Fit the profile of another machine kind a Ray calibration measured (`kind_profile_path`); a fit that
+    cannot be made yet (too few samples) is a warning: more samples come with the next run."""
+    try:
+        profile = load_profile(path)
+        save_profile(refit_profile(profile, load_term=args.load_term, combine=args.combine), path)
+    except PreskError as error:
+        sys.stderr.write(f"presk: warning: {path} (another machine kind of the cluster) was not fitted: "
+                         f"{error.headline}\n")  # fmt: skip
+        return
+    print(f"wrote {path}: the profile of {profile.machine.split('|')[1]} ({profile.machine})")
+
+
 def calibrate_entry(args: argparse.Namespace, entry: str, kernels: Any, leaves: Sequence[Any], runner: Any) -> None:
     """Append the samples of one entry's kernels (measured again if the profile holds them: they replace nothing,
     they add to the median a refit sees as another point)."""
+    if args.ray or args.ray_address is not None:
+        raise PreskError("E4001", "--ray measures a calibration space: presk bench --calibrate P.json --space S --ray")
     machine = target_machine()
     profile = open_profile(args.calibrate, machine)
     describe = {"key": f"{args.file}:{entry}:{sorted(args.dim)}:{sorted(args.const)}:{args.realize}:{args.plan}",

@@ -27,6 +27,11 @@ of equal shapes (an attention's projections) are measured once. With a
 profile, the predicted prices of a shape are kept in the file too (one
 `"record": "prices"` line per shape), so a resumed run does not price its
 space again.
+
+Where it is measured. In this process, one point after the other; or,
+with a `presk.tuning.distributed.Cluster` (`--ray`), in batches by Ray
+actors pinned to cores, each appending the same lines through the same
+`measure_record`, each tagged with the machine that measured it.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -60,14 +65,20 @@ from presk.tuning.calibration import MIN_CALLS, MIN_SECONDS, Progress
 from presk.tuning.plan import ISOLATED_FUNCTION, Isolated, Nest, Pricer, capture, legal_points, profile_constants
 from presk.tuning.space import SPACES, Point, point_key
 
+if TYPE_CHECKING:
+    from presk.tuning.distributed import Cluster
+
 __all__ = [
     "AutotuneResult",
     "Measurement",
     "NestOutcome",
     "RESULTS_ERROR",
+    "Shape",
     "append_record",
     "autotune",
+    "lower_point",
     "measure",
+    "measure_record",
     "read_results",
     "report",
     "shape_key",
@@ -194,10 +205,16 @@ class AutotuneResult:
     stopped: bool
     seconds: float
     differ: list[dict[str, Any]] = field(default_factory=list)
+    lost: int = 0
+    """Points not measured because every worker that could measure them died (`--ray`): a rerun measures them."""
+    workers: list[str] = field(default_factory=list)
+    """With `--ray`: a line per machine kind of the cluster, and one per worker that died."""
 
 
 @dataclass
-class _Shape:
+class Shape:
+    """One nest shape to measure, with the default layout's outputs once computed (the bit check's reference)."""
+
     iso: Isolated
     key: str
     site: str
@@ -220,8 +237,14 @@ def autotune(
     runner: Any = None,
     err: TextIO | None = None,
     plan_dir: str = ".",
+    cluster: Cluster | None = None,
 ) -> AutotuneResult:
-    """Measure the nests' points not yet in `results_path`, then choose the best measured point of each."""
+    """Measure the nests' points not yet in `results_path`, then choose the best measured point of each.
+
+    With `cluster` (`presk.tuning.distributed.Cluster`, `--ray`) the points
+    are measured by its workers, each machine kind of the cluster measuring
+    the points its own lines lack; the plan is chosen from this machine's
+    kind's lines only."""
     err = err or sys.stderr
     started = time.perf_counter()
     find_entry(module, entry)
@@ -288,24 +311,48 @@ def autotune(
 
     done = {(r["machine"], r["shape_key"], point_key(r["point"])): r for r in records
             if r.get("record", "point") == "point"}  # fmt: skip
-    shapes: dict[str, _Shape] = {}
-    todo: list[tuple[_Shape, Point, bool]] = []
+    shapes: dict[str, Shape] = {}
+    items: list[tuple[Shape, Point, bool]] = []
     queued: set[tuple[str, str]] = set()
-    skipped = 0
     for nest in nests:
         for iso, _ in nest.shapes:
             key = shape_key(iso)
-            shape = shapes.setdefault(key, _Shape(iso, key, nest.site, nest.kind))
+            shape = shapes.setdefault(key, Shape(iso, key, nest.site, nest.kind))
             for point, is_default in [({}, True)] + [(p, False) for p in chosen[nest.site]]:
                 pair = (key, point_key(point))
-                if pair in queued:
-                    continue
-                queued.add(pair)
-                if (machine_key, *pair) in done:
-                    skipped += 1
-                else:
-                    todo.append((shape, point, is_default))
+                if pair not in queued:
+                    queued.add(pair)
+                    items.append((shape, point, is_default))
 
+    lost = 0
+    workers: list[str] = []
+    if cluster is not None:
+        tally = cluster.autotune(items, set(done), predicted, profile_path, u, results_path, budget_s, err)
+        measured, refused, skipped, stopped, new = tally.measured, tally.refused, tally.skipped, tally.stopped, tally.records
+        lost, workers = tally.lost, tally.notes
+    else:
+        measured, refused, skipped, stopped, new = _measure_here(items, set(done), runner, machine_key, predicted,
+                                                                 profile_path, u, results_path, budget_s, err)  # fmt: skip
+
+    all_records = [r for r in records if r.get("record", "point") == "point"] + new
+    mine = {(r["shape_key"], point_key(r["point"])): r for r in all_records if r["machine"] == machine_key}
+    outcomes = [_outcome(nest, legal[nest.site], mine, totals.get(nest.site), u, candidates) for nest in nests]
+    layout = {o.nest.site: o.best for o in outcomes if o.best}
+    plan = {"realization": _relative(realization, plan_dir), "layout": layout}
+    shape_keys = {shape_key(iso) for nest in nests for iso, _ in nest.shapes}
+    differ = [r for r in mine.values() if r["bits"] != "ok" and r["shape_key"] in shape_keys]
+    return AutotuneResult(outcomes, plan, measured, skipped, refused, stopped, time.perf_counter() - started, differ,
+                          lost, workers)  # fmt: skip
+
+
+def _measure_here(items: Sequence[tuple[Shape, Point, bool]], done: set[tuple[str, str, str]], runner: Any,
+                  machine_key: str, predicted: Mapping[tuple[str, str], float | None], profile_path: str | None,
+                  u: float | None, results_path: str, budget_s: float | None,
+                  err: TextIO) -> tuple[int, int, int, bool, list[dict[str, Any]]]:  # fmt: skip
+    """Measure in this process, one point after the other, each line appended as it is measured.
+
+    Returns (measured, refused, skipped: already in the file, stopped by the budget, the new lines)."""
+    todo = [(s, p, d) for s, p, d in items if (machine_key, s.key, point_key(p)) not in done]
     if runner is None:
         from presk.jit.native import NativeRunner
 
@@ -319,8 +366,8 @@ def autotune(
             if progress.over_budget():
                 stopped = True
                 break
-            record = _measure_one(shape, point, is_default, runner, machine_key, predicted, profile_path, u,
-                                  chosen, err)  # fmt: skip
+            record = measure_record(shape, point, is_default, runner, machine_key,
+                                    predicted.get((shape.key, point_key(point))), profile_path, u, err)  # fmt: skip
             if record is None:
                 refused += 1
                 progress.step("(refused)")
@@ -331,15 +378,7 @@ def autotune(
             progress.step(f"{shape.site} {json.dumps(point)}")
     finally:
         progress.close()
-
-    all_records = [r for r in records if r.get("record", "point") == "point"] + new
-    mine = {(r["shape_key"], point_key(r["point"])): r for r in all_records if r["machine"] == machine_key}
-    outcomes = [_outcome(nest, legal[nest.site], mine, totals.get(nest.site), u, candidates) for nest in nests]
-    layout = {o.nest.site: o.best for o in outcomes if o.best}
-    plan = {"realization": _relative(realization, plan_dir), "layout": layout}
-    shape_keys = {shape_key(iso) for nest in nests for iso, _ in nest.shapes}
-    differ = [r for r in mine.values() if r["bits"] != "ok" and r["shape_key"] in shape_keys]
-    return AutotuneResult(outcomes, plan, measured, skipped, refused, stopped, time.perf_counter() - started, differ)
+    return measured, refused, len(items) - len(todo), stopped, new
 
 
 def _prefill(pricer: Pricer, nests: Sequence[Nest], records: Sequence[Mapping[str, Any]], machine_key: str,
@@ -388,20 +427,25 @@ def _price_all(nests: Sequence[Nest], legal: Mapping[str, list[Point]], pricer: 
         progress.close()
 
 
-def _measure_one(shape: _Shape, point: Point, is_default: bool, runner: Any, machine_key: str,
-                 predicted: Mapping[tuple[str, str], float | None], profile_path: str | None, u: float | None,
-                 chosen: Mapping[str, list[Point]], err: TextIO) -> dict[str, Any] | None:  # fmt: skip
-    """One point's line, or None if the lowering refuses it (E7002)."""
+def measure_record(shape: Shape, point: Point, is_default: bool, runner: Any, machine_key: str,
+                   predicted_s: float | None, profile_path: str | None, u: float | None, err: TextIO,
+                   kernels: ModuleOp | None = None) -> dict[str, Any] | None:  # fmt: skip
+    """One point's line, or None if the lowering refuses it (E7002).
+
+    `kernels`, if given, are `lower_point(shape.iso, point)` already lowered
+    (a Ray worker looks at them first: `presk.tuning.distributed`);
+    `machine_key` is the machine that measures, which the line records."""
     start = time.perf_counter()
     if shape.reference is None:
         shape.leaves = flatten_inputs(make_inputs(find_entry(shape.iso.module, ISOLATED_FUNCTION), {}, 0))
         shape.reference = reference_outputs(lower_point(shape.iso, {}), shape.leaves, runner)
-    try:
-        kernels = lower_point(shape.iso, point)
-    except PreskError as error:
-        if error.code != "E7002":
-            raise
-        return None
+    if kernels is None:
+        try:
+            kernels = lower_point(shape.iso, point)
+        except PreskError as error:
+            if error.code != "E7002":
+                raise
+            return None
     result = measure(kernels, shape.leaves or [], runner)
     bits = "ok" if same_bits(result.outputs, shape.reference) else "differ"
     if bits == "differ":
@@ -410,7 +454,7 @@ def _measure_one(shape: _Shape, point: Point, is_default: bool, runner: Any, mac
     return {
         "machine": machine_key, "site": shape.site, "kind": shape.kind, "shape": shape.iso.describe(),
         "shape_key": shape.key, "point": point, "default": is_default,
-        "predicted_s": predicted.get((shape.key, point_key(point))), "profile": profile_path, "u": u,
+        "predicted_s": predicted_s, "profile": profile_path, "u": u,
         "median_s": result.median_s, "q1_s": result.q1_s, "q3_s": result.q3_s, "calls": result.calls,
         "bits": bits, "seconds": time.perf_counter() - start,
     }  # fmt: skip
@@ -475,6 +519,10 @@ def report(result: AutotuneResult) -> list[str]:
             ratio = f"{o.pick_s / o.best_s:.3g}× the best" if o.pick_s and o.best_s else "not measured"
             lines.append(f"  model's pick {json.dumps(o.pick)}: predicted {_time(o.pick_predicted_s)}, measured "
                          f"{_time(o.pick_s)} ({ratio}); {o.candidates} of {o.priced} points within 1 + u")  # fmt: skip
+    lines.extend(result.workers)
     if result.stopped:
         lines.append("the budget stopped it: the same command resumes it")
+    if result.lost:
+        lines.append(f"{result.lost} points were not measured: every worker that could measure them died; "
+                     "the same command measures them")  # fmt: skip
     return lines

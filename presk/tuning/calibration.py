@@ -74,6 +74,7 @@ __all__ = [
     "measure_point",
     "operation_count",
     "parse_budget",
+    "point_kernels",
     "point_of_key",
     "reprice",
     "rule_sets",
@@ -372,11 +373,24 @@ def kernel_samples(
     return samples
 
 
-def measure_point(point: Point, runner: Any, desc: MachineDesc, seed: int = 0) -> list[Sample]:
-    """The samples of one calibration point (a `PreskError` if its layout is refused, E7002)."""
+def point_kernels(point: Point) -> ModuleOp:
+    """The kernels and host program of one calibration point (a `PreskError` if its layout is refused, E7002).
+
+    Separate from `measure_point` so that a measurer can look at the kernels
+    first: a worker pinned to one core hands back a point whose kernels run
+    on several workers (`presk.tuning.distributed`)."""
     module = _calibration_module()
     env = sizes.resolve(module, {}, dict(point.sizes))
-    kernels = lower(module, point.entry, env, parse_plan(point.plan(), "calibration"))
+    return lower(module, point.entry, env, parse_plan(point.plan(), "calibration"))
+
+
+def measure_point(point: Point, runner: Any, desc: MachineDesc, seed: int = 0,
+                  kernels: ModuleOp | None = None) -> list[Sample]:  # fmt: skip
+    """The samples of one calibration point (a `PreskError` if its layout is refused, E7002);
+    `kernels`, if given, are `point_kernels(point)` already lowered."""
+    module = _calibration_module()
+    env = sizes.resolve(module, {}, dict(point.sizes))
+    kernels = point_kernels(point) if kernels is None else kernels
     describe = {"key": point.key, "entry": point.entry, "sizes": dict(point.sizes), "dtype": point.dtype,
                 "layout": _thaw(dict(point.layout))}  # fmt: skip
     return kernel_samples(kernels, _inputs(module, point.entry, env, seed), runner, desc, describe)
