@@ -47,12 +47,12 @@ def realize(module: ModuleOp, env: dict[str, int], plan: Plan, fuse: bool = True
     """A realized copy of `module` at the sizes of `env` (every constant and dimension)."""
     realized = module.clone()
     ctx = presk_context()
-    # Derivatives first: the generated functions are size-generic PSK-Core, bound and fused like the rest.
-    AutoDiff().apply(ctx, realized)
     constants = sizes.declared_constants(module)
     dims = ",".join(f"{k}={v}" for k, v in env.items() if k not in constants)
     consts = ",".join(f"{k}={v}" for k, v in env.items() if k in constants)
     BindSizes(dims=dims, consts=consts).apply(ctx, realized)
+    # Derivatives after binding (a fold's gradient runs its layers one by one), before fusion groups them.
+    AutoDiff().apply(ctx, realized)
     FuseElementwise(max_nodes=64 if fuse else 1).apply(ctx, realized)
     apply_plan(realized, plan)
     # The second check: every layout at its launch shapes, before any kernel exists.

@@ -68,8 +68,8 @@ class Activity:
     """Which values of a function carry a derivative: varied (depend on a wrt argument) and useful (reach the result)."""
 
     active: set[SSAValue] = field(default_factory=set)
-    calls: dict[func.CallOp, tuple[int, ...]] = field(default_factory=dict)
-    """Each call a cotangent crosses, with the positions of its callee to differentiate."""
+    calls: dict[Operation, tuple[int, ...]] = field(default_factory=dict)
+    """Each call (or fold) a cotangent crosses, with the positions of its callee to differentiate."""
 
 
 def _differentiable(v: SSAValue) -> bool:
@@ -130,11 +130,14 @@ class Differentiator:
             useful.update(op.operands[i] for i in positions if op.operands[i] in varied)
             if isinstance(op, func.CallOp):
                 result.calls[op] = tuple(i for i in positions if op.operands[i] in varied)
+            elif isinstance(op, core.FoldOp):
+                # Every layer passes its state's cotangent on; its parameters' when the stack is varied.
+                result.calls[op] = (0, 1) if op.stacked in varied else (1,)
         result.active = useful
         return result
 
     def _positions(self, op: Operation) -> tuple[int, ...]:
-        if isinstance(op, func.CallOp):
+        if isinstance(op, func.CallOp | core.FoldOp):
             return tuple(i for i, v in enumerate(op.operands) if _differentiable(v))
         rule = RULES.get(type(op))
         if rule is None:  # no rule: anything may flow through it (refused if a cotangent must)
@@ -147,9 +150,20 @@ class Differentiator:
                 raise error_at(op, "E3004", f"no derivative for a call of @{op.callee.string_value()}, which returns "
                                f"{len(op.results)} values; psk-autodiff differentiates calls of one result")  # fmt: skip
             return
+        if isinstance(op, core.FoldOp):
+            layers = op.layer_count()
+            if not isinstance(layers, int):
+                raise error_at(op, "E3004", f"no derivative for psk_core.fold over '{layers}' layers: its gradient runs "
+                               "the layers one by one, so bind the layer count first (psk-bind)")  # fmt: skip
+            return
         if type(op) not in RULES:
             why = WHY_NOT.get(type(op))
             raise error_at(op, "E3004", f"no derivative for {op.name}" + (f": {why}" if why else ""))
+
+    @staticmethod
+    def _callee(op: Operation) -> str:
+        assert isinstance(op, func.CallOp | core.FoldOp)
+        return op.callee.string_value()
 
     # -- generation -----------------------------------------------------------------
     def request(self, key: Key, at: Operation) -> Generated:
@@ -169,7 +183,7 @@ class Differentiator:
         try:
             activity = self.activity(f, wrt)
             for call, positions in reversed(activity.calls.items()):  # in program order, for stable names
-                self.request((call.callee.string_value(), positions), call)
+                self.request((self._callee(call), positions), call)
             generated = Generated()
             if self.recompute:
                 generated.vjp = self._vjp(key, f, activity)
@@ -186,6 +200,22 @@ class Differentiator:
         self.created.append(f)
         return f, block
 
+    def _unrolled(self, op: core.FoldOp, emit: Emit, stacked: SSAValue, init: SSAValue,
+                  step: Callable[[SSAValue, SSAValue], SSAValue]) -> tuple[list[SSAValue], list[SSAValue]]:  # fmt: skip
+        """A fold run layer by layer: each layer's parameters (selected by a one-hot) and the state it reads.
+
+        `step(params, state)` emits one layer and returns the next state; the
+        last state is the fold's value.
+        """
+        layers = op.layer_count()
+        assert isinstance(layers, int)
+        hots = emit.layer_one_hots(stacked, layers)
+        params = [emit.select_layer(hot, stacked, op.stacked.type) for hot in hots]
+        states = [init]
+        for p in params:
+            states.append(step(p, states[-1]))
+        return params, states
+
     def _fwd_bwd(self, key: Key, f: func.FuncOp, activity: Activity) -> tuple[func.FuncOp, func.FuncOp]:
         """`f.fwd` clones `f`, calling the callees' `.fwd`s; `f.bwd` runs the rules backwards over residuals."""
         src = f.body.block
@@ -193,22 +223,32 @@ class Differentiator:
         fwd, fblock = self._new_function(self._name(key, "fwd"), f.function_type.inputs.data)
         _name_args(fblock, src)
         to_fwd: dict[SSAValue, SSAValue] = dict(zip(src.args, fblock.args))
-        callee_residuals: dict[func.CallOp, SSAValue] = {}
+        forward = Emit.at_end(fblock, lambda v: v)
+        callee_residuals: dict[Operation, list[SSAValue]] = {}
         for op in src.ops:
             if isinstance(op, func.ReturnOp):
                 break
-            if isinstance(op, func.CallOp) and op in activity.calls:
-                callee = self.done[(op.callee.string_value(), activity.calls[op])].fwd
-                assert callee is not None
-                call = func.CallOp(callee.sym_name.data, [to_fwd[v] for v in op.operands],
-                                   callee.function_type.outputs.data)  # fmt: skip
-                _hint(call.results[0], op.results[0])
-                fblock.add_op(call)
-                to_fwd[op.results[0]] = call.results[0]
-                callee_residuals[op] = call.results[1]
+            if op not in activity.calls:
+                fblock.add_op(op.clone(value_mapper=to_fwd))
                 continue
-            clone = op.clone(value_mapper=to_fwd)
-            fblock.add_op(clone)
+            callee = self.done[(self._callee(op), activity.calls[op])].fwd
+            assert callee is not None
+            outputs = callee.function_type.outputs.data
+
+            def call(args: list[SSAValue], residuals: list[SSAValue]) -> SSAValue:
+                result = forward.op(func.CallOp(callee.sym_name.data, args, outputs))
+                residuals.append(result.owner.results[1])  # type: ignore[union-attr]
+                return result
+
+            saved: list[SSAValue] = []
+            if isinstance(op, core.FoldOp):
+                _, states = self._unrolled(op, forward, to_fwd[op.stacked], to_fwd[op.init],
+                                           lambda p, s: call([p, s], saved))  # fmt: skip
+                to_fwd[op.results[0]] = states[-1]
+            else:
+                to_fwd[op.results[0]] = call([to_fwd[v] for v in op.operands], saved)
+            _hint(to_fwd[op.results[0]], op.results[0])
+            callee_residuals[op] = saved
         (value,) = [to_fwd[v] for v in _returned(src)]
 
         bwd, bblock = self._new_function(self._name(key, "bwd"), [result_type])
@@ -254,15 +294,22 @@ class Differentiator:
 
         emit = Emit.at_end(bblock, primal, shaped)
 
-        def call_adjoint(op: func.CallOp, ct: SSAValue) -> list[SSAValue]:
-            callee = self.done[(op.callee.string_value(), activity.calls[op])].bwd
+        def callee_adjoint(op: Operation, ct: SSAValue) -> list[tuple[int, SSAValue]]:
+            positions = activity.calls[op]
+            callee = self.done[(self._callee(op), positions)].bwd
             assert callee is not None
-            res = residual(callee_residuals[op])
-            call = func.CallOp(callee.sym_name.data, [res, ct], callee.function_type.outputs.data)
-            emit.op(call)
-            return list(call.results)
+            outputs = callee.function_type.outputs.data
 
-        grads = self._backward(f, activity, emit, ct_in, call_adjoint, key[1])
+            def call(res: SSAValue, ct: SSAValue) -> list[SSAValue]:
+                return list(emit.op(func.CallOp(callee.sym_name.data, [residual(res), ct], outputs)).owner.results)  # type: ignore[union-attr]
+
+            if isinstance(op, core.FoldOp):
+                return self._fold_backward(op, emit, emit.like(op.stacked), ct, positions,
+                                           [lambda ct, r=r: call(r, ct) for r in callee_residuals[op]])  # fmt: skip
+            (res,) = callee_residuals[op]
+            return list(zip(positions, call(res, ct)))
+
+        grads = self._backward(f, activity, emit, ct_in, callee_adjoint, key[1])
         bblock.add_op(func.ReturnOp(*grads))
         for t, (placeholder, v) in placeholders.items():
             same = next((a for a in [ct_in, *residuals.values()] if a.type == t), None)
@@ -294,6 +341,31 @@ class Differentiator:
         _set_type(fwd)
         return fwd, bwd
 
+    def _fold_backward(self, op: core.FoldOp, emit: Emit, stacked_like: SSAValue, ct: SSAValue,
+                       positions: tuple[int, ...], layer_adjoints: list[Callable[[SSAValue], list[SSAValue]]],
+                       ) -> list[tuple[int, SSAValue]]:  # fmt: skip
+        """The layers in reverse: each layer's adjoint takes the state's cotangent and gives the earlier one's.
+
+        With the stack varied, each layer's parameter cotangent is placed at
+        its layer (a one-hot outer product) and the layers' are added.
+        """
+        layers = op.layer_count()
+        assert isinstance(layers, int) and len(layer_adjoints) == layers
+        hots = emit.layer_one_hots(stacked_like, layers) if 0 in positions else []
+        ct_stacked: SSAValue | None = None
+        for layer in reversed(range(layers)):
+            outs = layer_adjoints[layer](ct)
+            if 0 in positions:
+                ct_params, ct = outs
+                placed = emit.stack_layer(hots[layer], ct_params, op.stacked.type)
+                ct_stacked = placed if ct_stacked is None else emit.add(ct_stacked, placed)
+            else:
+                (ct,) = outs
+        contributions = [(1, ct)]
+        if ct_stacked is not None:
+            contributions.append((0, ct_stacked))
+        return contributions
+
     def _vjp(self, key: Key, f: func.FuncOp, activity: Activity) -> func.FuncOp:
         """`f.vjp(args, ct) -> (value, cotangents)`: the forward pass, then the rules over its values."""
         src = f.body.block
@@ -303,28 +375,49 @@ class Differentiator:
         ct_in = block.args[-1]
         ct_in.name_hint = "ct"
         mapping: dict[SSAValue, SSAValue] = dict(zip(src.args, block.args))
+        emit = Emit.at_end(block, lambda v: mapping[v])
+        layers_of: dict[Operation, tuple[list[SSAValue], list[SSAValue]]] = {}
         for op in src.ops:
             if isinstance(op, func.ReturnOp):
                 break
+            if isinstance(op, core.FoldOp) and op in activity.calls:
+                # Run layer by layer, so each layer's state is there for its adjoint.
+                callee = self.functions[self._callee(op)]
+                outputs = callee.function_type.outputs.data
+
+                def step(p: SSAValue, s: SSAValue) -> SSAValue:
+                    return emit.op(func.CallOp(callee.sym_name.data, [p, s], outputs))
+
+                layers_of[op] = self._unrolled(op, emit, mapping[op.stacked], mapping[op.init], step)
+                mapping[op.results[0]] = layers_of[op][1][-1]
+                continue
             block.add_op(op.clone(value_mapper=mapping))
         (value,) = [mapping[v] for v in _returned(src)]
-        emit = Emit.at_end(block, lambda v: mapping[v])
 
-        def call_adjoint(op: func.CallOp, ct: SSAValue) -> list[SSAValue]:
-            callee = self.done[(op.callee.string_value(), activity.calls[op])].vjp
+        def callee_adjoint(op: Operation, ct: SSAValue) -> list[tuple[int, SSAValue]]:
+            positions = activity.calls[op]
+            callee = self.done[(self._callee(op), positions)].vjp
             assert callee is not None
-            call = func.CallOp(callee.sym_name.data, [*(mapping[v] for v in op.operands), ct],
-                               callee.function_type.outputs.data)  # fmt: skip
-            emit.op(call)
-            return list(call.results[1:])
+            outputs = callee.function_type.outputs.data
 
-        grads = self._backward(f, activity, emit, ct_in, call_adjoint, key[1])
+            def call(args: list[SSAValue], ct: SSAValue) -> list[SSAValue]:
+                return list(emit.op(func.CallOp(callee.sym_name.data, [*args, ct], outputs)).owner.results[1:])  # type: ignore[union-attr]
+
+            if isinstance(op, core.FoldOp):
+                params, states = layers_of[op]
+                adjoints = [lambda ct, p=p, s=s: call([p, s], ct) for p, s in zip(params, states)]
+                return self._fold_backward(op, emit, mapping[op.stacked], ct, positions, adjoints)
+            return list(zip(positions, call([mapping[v] for v in op.operands], ct)))
+
+        grads = self._backward(f, activity, emit, ct_in, callee_adjoint, key[1])
         block.add_op(func.ReturnOp(value, *grads))
         _tidy(vjp)
         _set_type(vjp)
         return vjp
 
-    def _backward(self, f, activity, emit: Emit, ct_in: SSAValue, call_adjoint, wrt) -> list[SSAValue]:  # type: ignore[no-untyped-def]
+    def _backward(self, f: func.FuncOp, activity: Activity, emit: Emit, ct_in: SSAValue,
+                  callee_adjoint: Callable[[Operation, SSAValue], list[tuple[int, SSAValue]]],
+                  wrt: Sequence[int]) -> list[SSAValue]:  # fmt: skip
         """Run the rules from the result back to the arguments; the cotangents of the `wrt` arguments."""
         src = f.body.block
         cts: dict[SSAValue, Ct] = {}
@@ -341,9 +434,8 @@ class Differentiator:
             if isinstance(op, func.ReturnOp) or not op.results or op.results[0] not in cts:
                 continue
             ct = cts[op.results[0]]
-            if isinstance(op, func.CallOp):
-                positions = activity.calls[op]
-                for i, g in zip(positions, call_adjoint(op, emit.dense(ct))):
+            if op in activity.calls:
+                for i, g in callee_adjoint(op, emit.dense(ct)):
                     accumulate(op.operands[i], g)
                 continue
             rule = RULES[type(op)]

@@ -70,6 +70,12 @@ def _child_type(t: Attribute, key: str | int) -> Attribute:
     return t.element_types.data[key]  # type: ignore[index]
 
 
+def _leaves(t: Attribute, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], Attribute]]:
+    if isinstance(t, RecordType | TupleType):
+        return [leaf for k in _keys(t) for leaf in _leaves(_child_type(t, k), (*path, k))]
+    return [(path, t)]
+
+
 def fresh(base: str, taken: set[str]) -> str:
     """`base`, or `base_1`, `base_2`, ... : the first name not in `taken`, which it joins."""
     name, i = base, 0
@@ -276,6 +282,58 @@ class Emit:
         return self.op(core.GatherOp(identity, ids)), c
 
 
+    # -- layers of a stacked tree, for folds ---------------------------------------
+    def layer_one_hots(self, stacked: SSAValue, layers: int) -> list[SSAValue]:
+        """`e_l[r] = (r = l)` for every layer l, exactly, from a stacked tree's type (its first leaf's zeros).
+
+        The positions `p[r] = Σ_c (c ≤ r) − 1` are integers, and `1 + max(−|p − l|, −1)`
+        is 1 where p = l and 0 elsewhere: no comparison is needed.
+        """
+        path, leaf_t = next((path, t) for path, t in _leaves(stacked.type))
+        leaf = stacked
+        for key in path:
+            leaf = self.part_of(leaf, key)
+        assert isinstance(leaf_t, TensorType)
+        ones = self.add(self.op(core.ZerosLikeOp(leaf)), self.const(1.0))
+        if leaf_t.rank > 1:
+            ones = self.op(core.MeanOp(ones, list(leaf_t.names[1:])))  # a mean of ones is exactly 1
+        taken: set[str] = set()
+        r, c = fresh("r", taken), fresh("c", taken)
+        square = TensorType([(r, layers), (c, layers)])
+        outer = self.ein([ones, ones], [[r], [c]], square)
+        lower = self.where(self.op(core.CausalMaskOp(IndexTensorType([(r, layers), (c, layers)], 2))), outer, 0.0)
+        positions = self.sub(self.sum(lower, [c]), 1.0)
+        hots = []
+        for layer in range(layers):
+            distance = self.op(core.MaxOp(self.sub(positions, float(layer)), self.sub(float(layer), positions)))
+            hots.append(self.add(self.const(1.0), self.op(core.MaxOp(self.neg(distance), self.const(-1.0)))))
+        return hots
+
+    def select_layer(self, hot: SSAValue, stacked: SSAValue, t: Attribute) -> SSAValue:
+        """Layer l of a stacked tree: each leaf contracted with the one-hot `e_l` (exact: one term is not 0)."""
+        if isinstance(t, RecordType | TupleType):
+            keys = _keys(t)
+            parts = [self.select_layer(hot, self.part_of(stacked, k), _child_type(t, k)) for k in keys]
+            return self.build(core.unstack(t), parts)
+        assert isinstance(t, TensorType)
+        if t.rank == 1:  # a product and a sum (the kernel lowering has no dot of two vectors)
+            return self.sum(self.mul(self.ein([hot], [[t.names[0]]], t), stacked), [t.names[0]])
+        rest = list(t.names[1:])
+        label = fresh("layer", set(rest))
+        return self.ein([hot, stacked], [[label], [label, *rest]], TensorType(t.axes[1:]))
+
+    def stack_layer(self, hot: SSAValue, value: SSAValue, t: Attribute) -> SSAValue:
+        """A value of one layer placed at layer l of the stacked type `t`, zeros at the others."""
+        if isinstance(t, RecordType | TupleType):
+            parts = [self.stack_layer(hot, self.part_of(value, k), _child_type(t, k)) for k in _keys(t)]
+            return self.build(t, parts)
+        assert isinstance(t, TensorType)
+        first = t.names[0]
+        if t.rank == 1:
+            return self.mul(self.ein([hot], [[first]], t), value)
+        return self.ein([hot, value], [[first], list(t.names[1:])], t)
+
+
 # --------------------------------------------------------------------------------------
 # The rules that take more than a line.
 
@@ -469,9 +527,11 @@ VARIADIC: frozenset[type[Operation]] = frozenset({core.EinOp, core.RecordOp, cor
 WHY_NOT: dict[type[Operation], str] = {
     core.MaxOp: "PSK-Core has no comparison to route the cotangent to the larger operand",
     core.ReduceMaxOp: "PSK-Core has no comparison to route the cotangent to the maximal element",
-    core.FoldOp: "differentiating a fold over stacked layers is not built yet",
 }
 """Why a primitive has no rule, added to its E3004 message."""
+
+BY_CALLEE: frozenset[type[Operation]] = frozenset({core.FoldOp})
+"""Differentiated through its callee's generated functions (as `func.call` is), not by a rule of this table."""
 
 
 def positions_of(rule: Rule, op: Operation) -> tuple[int, ...]:

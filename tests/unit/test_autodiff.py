@@ -55,6 +55,7 @@ from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.ir.print import print_module
 from presk.passes.autodiff import AutoDiff
+from presk.passes.bind import BindSizes
 
 BITS = 256
 H = mpmath.mpf(2) ** -64
@@ -68,11 +69,16 @@ DIRECTIONS = 2
 # -- the harness ------------------------------------------------------------------------
 
 
-def differentiated(text: str, wrt: list[int], remat: str) -> tuple[ModuleOp, dict[str, Any]]:
-    """`text` with `@grad_loss` (the gradient of `@loss` wrt `wrt`) after psk-autodiff, printed and parsed back."""
+def differentiated(text: str, wrt: list[int], remat: str, bind: str | None = None) -> tuple[ModuleOp, dict[str, Any]]:
+    """`text` with `@grad_loss` (the gradient of `@loss` wrt `wrt`) after psk-autodiff, printed and parsed back.
+
+    `bind` (psk-bind's `consts`) binds the sizes first, as a fold's gradient needs its layer count.
+    """
     parsed = parse_module(presk_context(), text, "case.mlir")
     parsed.verify()
     module = parsed.module
+    if bind is not None:
+        BindSizes(consts=bind).apply(presk_context(), module)
     loss = find_entry(module, "loss")
     inputs = list(loss.function_type.inputs.data)
     block = Block(arg_types=inputs)
@@ -122,9 +128,12 @@ def check_gradient(text: str, wrt: list[int], dims: dict[str, int] | None = None
                    remats: tuple[str, ...] = ("save", "recompute"), consts: dict[str, int] | None = None,
                    rtol: Any = RTOL) -> None:  # fmt: skip
     """The gradient of `@loss` wrt `wrt`, in both remat modes, against central differences at BITS bits."""
+    bind = None
+    if "psk_core.fold" in text:
+        bind = ",".join(f"{k}={v}" for k, v in (consts or {}).items())
     for remat in remats:
-        module, _ = differentiated(text, wrt, remat)
-        env = sizes.resolve(module, consts or {}, dims or {})
+        module, _ = differentiated(text, wrt, remat, bind)
+        env = sizes.resolve(module, {} if bind is not None else consts or {}, dims or {})
         loss = find_entry(module, "loss")
         types = loss.function_type.inputs.data
         numerics = mp_numerics(BITS)
@@ -403,6 +412,33 @@ func.func @loss(%z: !X, %c: !X) -> !psk_core.real {
 }
 """
 
+FOLD = """
+!Blocks = !psk_core.record<w: !psk_core.tensor<[layer: L, embed: 2]>, s: !psk_core.tensor<[layer: L]>,
+                           t: !psk_core.tuple<!psk_core.tensor<[layer: L, embed: 2, k: 2]>>>
+!Block = !psk_core.record<w: !psk_core.tensor<[embed: 2]>, s: !psk_core.real, t: !psk_core.tuple<!psk_core.tensor<[embed: 2, k: 2]>>>
+!X = !psk_core.tensor<[embed: 2]>
+psk_core.const_dim @L = 3
+func.func @Block.apply(%p: !Block, %x: !X) -> !X {
+  %w = psk_core.field %p["w"] : !X
+  %s = psk_core.field %p["s"] : !psk_core.real
+  %t = psk_core.field %p["t"] : !psk_core.tuple<!psk_core.tensor<[embed: 2, k: 2]>>
+  %m = psk_core.proj %t[0] : !psk_core.tensor<[embed: 2, k: 2]>
+  %0 = psk_core.mul %w, %s : !X
+  %1 = psk_core.mul %x, %0 : !X
+  %2 = psk_core.tanh %1 : !X
+  %3 = psk_core.dot %2, %m : !psk_core.tensor<[k: 2]>
+  %4 = psk_core.ein %3[embed] : !X
+  %5 = psk_core.add %x, %4 : !X
+  func.return %5 : !X
+}
+func.func @loss(%blocks: !Blocks, %x: !X, %c: !X) -> !psk_core.real {
+  %0 = psk_core.fold @Block.apply(%blocks, %x) : !X
+  %1 = psk_core.mul %0, %c : !X
+  %2 = psk_core.sum %1 [embed] : !psk_core.real
+  func.return %2 : !psk_core.real
+}
+"""
+
 CASES = {
     "arithmetic": (ARITHMETIC, [0, 1, 2]),
     "unary": (UNARY, [0, 1]),
@@ -419,6 +455,8 @@ CASES = {
     "trees": (TREES, [0, 1, 2]),
     "constants_and_sizes": (CONSTANTS_AND_SIZES, [0]),
     "calls": (CALLS, [0, 1]),
+    "fold": (FOLD, [0, 1]),
+    "fold_state_only": (FOLD, [1]),
 }
 
 
@@ -442,6 +480,12 @@ def test_mlp_gradient() -> None:
     """corpus/mlp.mlir's mean squared error, wrt the parameters and the input, at small sizes."""
     text = (ROOT / "corpus" / "mlp.mlir").read_text().replace("@mse(", "@loss(")
     check_gradient(text, [0, 1], dims={"B": 2}, consts={"D_IN": 3, "D_HID": 4, "D_OUT": 2}, rtol=RTOL_GELU)
+
+
+def test_minigpt_gradient() -> None:
+    """corpus/minigpt.mlir's loss, wrt its whole parameter tree (a fold over two blocks), at small constants."""
+    text = (ROOT / "corpus" / "minigpt.mlir").read_text()
+    check_gradient(text, [0], dims={"B": 1, "T": 3}, consts={"D": 4, "H": 2, "V": 5, "C": 4, "L": 2}, rtol=RTOL_GELU)
 
 
 # -- random elementwise programs (hypothesis) -------------------------------------------------
@@ -492,11 +536,11 @@ def test_every_primitive_has_a_rule_or_a_reason() -> None:
     """No primitive of the dialect is left out silently: each has a rule, a stated reason, or is a request."""
     from presk.dialects.psk_core import PSKCore
     from presk.dialects.psk_core_autodiff import AUTODIFF_OPS
-    from presk.passes.autodiff_rules import RULES, WHY_NOT
+    from presk.passes.autodiff_rules import BY_CALLEE, RULES, WHY_NOT
 
     ops = set(PSKCore.operations) - {*AUTODIFF_OPS} - {op for op in PSKCore.operations if op.name == "psk_core.const_dim"}
-    assert ops == set(RULES) | set(WHY_NOT)
-    assert not set(RULES) & set(WHY_NOT)
+    assert ops == set(RULES) | set(WHY_NOT) | BY_CALLEE
+    assert not set(RULES) & set(WHY_NOT) and not set(RULES) & BY_CALLEE and not set(WHY_NOT) & BY_CALLEE
     table = (ROOT / "docs" / "training.md").read_text()
     for op in ops:
         assert f"`{op.name.removeprefix('psk_core.')}`" in table, op.name
@@ -551,6 +595,54 @@ func.func @train(%params: !MLP, %x: !X, %y: !Y) -> !psk_core.tuple<!R, !MLP> {
         assert g.shape == w.shape
         bound = 256 * np.spacing(np.max(np.abs(w)))
         assert np.max(np.abs(g - w)) <= bound
+
+
+MINIGPT_GRAD = """
+func.func @loss_grad(%params: !Mini, %ids: !Ids, %targets: !Ids) -> !psk_core.tuple<!R, !Mini> {
+  %0 = psk_core.value_and_grad @loss(%params, %ids, %targets) wrt [0] : !psk_core.tuple<!R, !Mini>
+  func.return %0 : !psk_core.tuple<!R, !Mini>
+}
+"""
+
+
+@pytest.mark.parametrize("realization", ["f64", "f32"])
+def test_minigpt_gradient_on_the_kernel_backends(realization: str) -> None:
+    """MiniGPT's value and gradient lowered as `presk run --backend` lowers it (psk-autodiff after psk-bind):
+    native equals the kernel interpreter bit for bit, fused; in f64 both are within 256 scale ulps of the
+    reference interpreter (docs/numerics.md's whole-program bound)."""
+    from presk.interp.kernel import KernelInterpreter
+    from presk.jit.executor import HostProgram, rebuild_results
+    from presk.jit.native import NativeRunner
+    from presk.pipeline import lower
+    from presk.plans import plan_from_options
+
+    text = (ROOT / "corpus" / "minigpt.mlir").read_text() + MINIGPT_GRAD
+    parsed = parse_module(presk_context(), text, "minigpt_grad.mlir")
+    parsed.verify()
+    env = sizes.resolve(parsed.module, {"D": 4, "V": 5, "C": 4}, {"B": 2, "T": 3})
+    inputs = make_inputs(find_entry(parsed.module, "loss_grad"), env, 5)
+    kernels = lower(parsed.module, "loss_grad", env, plan_from_options(realization, None), fuse_launches=False)
+    (interpreted,) = rebuild_results(*_run_host(HostProgram(kernels, KernelInterpreter().runner), inputs), 1)
+    with NativeRunner() as native:
+        (compiled,) = rebuild_results(*_run_host(HostProgram(kernels, native), inputs), 1)
+    assert len(leaves(compiled)) == len(leaves(interpreted)) == 15  # the loss and fourteen parameter leaves
+    for n, k in zip(leaves(compiled), leaves(interpreted)):
+        assert np.asarray(n).dtype == np.asarray(k).dtype and np.asarray(n).tobytes() == np.asarray(k).tobytes()
+    if realization != "f64":
+        return
+    bound = parse_module(presk_context(), text, "minigpt_grad.mlir").module
+    BindSizes(consts="D=4,V=5,C=4", dims="B=2,T=3").apply(presk_context(), bound)
+    AutoDiff().apply(presk_context(), bound)
+    (want,) = run_entry(bound, "loss_grad", inputs, env)
+    for g, w in zip(leaves(compiled), leaves(want)):
+        g, w = np.asarray(g, dtype=np.float64), np.asarray(w, dtype=np.float64)
+        assert np.max(np.abs(g - w)) <= 256 * np.spacing(np.max(np.abs(w)))
+
+
+def _run_host(host: Any, inputs: list[Any]) -> tuple[list[Any], Any]:
+    from presk.jit.executor import flatten_inputs
+
+    return host(flatten_inputs(inputs)), host.result_paths
 
 
 def test_index_arguments_get_no_gradient_and_bad_remat_is_refused() -> None:

@@ -74,7 +74,8 @@ func.func @g(%a: !V, %b: !V) -> !V {
 
 // -----
 
-!Blocks = !psk_core.record<w: !psk_core.tensor<[layer: 3, embed: 2]>>
+// A fold's gradient runs its layers one by one: their count must be bound.
+!Blocks = !psk_core.record<w: !psk_core.tensor<[layer: L, embed: 2]>>
 !Block = !psk_core.record<w: !psk_core.tensor<[embed: 2]>>
 !X = !psk_core.tensor<[embed: 2]>
 !R = !psk_core.real
@@ -86,7 +87,7 @@ func.func @Block.apply(%p: !Block, %x: !X) -> !X {
 }
 
 func.func @f(%blocks: !Blocks, %x: !X) -> !R {
-  // expected-error @+1 {{E3004: no derivative for psk_core.fold: differentiating a fold over stacked layers is not built yet}}
+  // expected-error @+1 {{E3004: no derivative for psk_core.fold over 'L' layers: its gradient runs the layers one by one, so bind the layer count first (psk-bind)}}
   %0 = psk_core.fold @Block.apply(%blocks, %x) : !X
   %1 = psk_core.sum %0 [embed] : !R
   func.return %1 : !R
