@@ -27,7 +27,7 @@ from xdsl.printer import Printer
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
-from presk.dialects.psk_core_types import IndexTensorType, RealType, TupleType, describe
+from presk.dialects.psk_core_types import IndexTensorType, RealType, TupleType, describe, leaves
 
 # `psk_core.py` imports this module to register its ops, so the assembly helpers it
 # defines are imported where they are used (by then it is loaded), never at the top.
@@ -68,8 +68,8 @@ class GradientRequestOp(IRDLOperation):
 
     @staticmethod
     def result_for(gradient: Attribute) -> Attribute:
-        """The result type given the gradient's type (the gradient itself, or paired with the value)."""
-        raise NotImplementedError  # each concrete op states its own
+        """The result type given the gradient's type: the gradient itself (`value_and_grad` pairs it)."""
+        return gradient
 
     def verify_(self) -> None:
         expected = self.expected_type()
@@ -91,6 +91,12 @@ class GradientRequestOp(IRDLOperation):
                 raise VerifyException(f"'{op_name}' wrt {i}, but @{self.callee_name} is given {len(types)} arguments")
             if isinstance(types[i], IndexTensorType):
                 raise VerifyException(f"'{op_name}' wrt {i}, an index tensor ({describe(types[i])}), which has no derivative")
+            for path, leaf in leaves(types[i]):
+                if isinstance(leaf, IndexTensorType):
+                    raise VerifyException(
+                        f"'{op_name}' wrt {i}, whose leaf {'.'.join(map(str, path))} is an index tensor, "
+                        "which has no derivative"
+                    )
         self._check_callee(op_name, types)
         return self.result_for(gradient_type(types, positions))
 
@@ -150,10 +156,6 @@ class GradOp(GradientRequestOp):
     """The gradient of a real-valued function at the operands, with respect to the `wrt` arguments."""
 
     name = "psk_core.grad"
-
-    @staticmethod
-    def result_for(gradient: Attribute) -> Attribute:
-        return gradient
 
 
 @irdl_op_definition

@@ -13,7 +13,10 @@ calls to functions generated from `@f`:
 
 A call inside `f` is differentiated callee by callee: `g.fwd`/`g.bwd` (or
 `g.vjp`) are generated for the arguments of `g` the call varies, and `f`'s
-residuals carry `g`'s as one tuple. The adjoint of each primitive is a row
+residuals carry `g`'s as one tuple. A `fold @g` is run layer by layer in the
+generated functions (each layer's parameters selected by a one-hot of its
+index, `g.fwd` per layer, `g.bwd` in reverse), so its layer count must be
+bound when the pass runs. The adjoint of each primitive is a row
 of `autodiff_rules.RULES`; a primitive with no rule that a cotangent has to
 cross is refused with `E3004` at its line, before the module is changed, so
 a missing rule is never a silent zero. Only values that depend on a `wrt`
@@ -38,6 +41,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import Pure
 from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
 
@@ -76,8 +80,9 @@ def _differentiable(v: SSAValue) -> bool:
     return not isinstance(v.type, IndexTensorType)
 
 
-def _no_operands(op: Operation) -> bool:
-    return not op.operands and not op.regions
+def _recomputable(op: Operation) -> bool:
+    """A pure op of no operands (`constant`, `size`, `arange`, `causal_mask`): cheaper to recompute than to save."""
+    return not op.operands and not op.regions and op.has_trait(Pure)
 
 
 class Differentiator:
@@ -267,7 +272,7 @@ class Differentiator:
 
         def primal(v: SSAValue) -> SSAValue:
             owner = v.owner
-            if isinstance(owner, Operation) and _no_operands(owner):
+            if isinstance(owner, Operation) and _recomputable(owner):
                 if v not in recomputed:  # a constant, size, arange or mask: recomputed, not saved
                     clone = owner.clone()
                     Rewriter.insert_op(clone, InsertPoint.at_start(bblock))

@@ -216,6 +216,23 @@ func.func @g(%i: !I, %x: !R) -> !I {
 
 // -----
 
+!P = !psk_core.record<w: !psk_core.tensor<[n: 3]>, ids: !psk_core.tuple<!psk_core.index<[n: 3], 5>>>
+!R = !psk_core.real
+
+func.func @f(%p: !P) -> !R {
+  %w = psk_core.field %p["w"] : !psk_core.tensor<[n: 3]>
+  %0 = psk_core.sum %w [n] : !R
+  func.return %0 : !R
+}
+
+func.func @g(%p: !P) -> !P {
+  // expected-error @+1 {{E2001: 'grad' wrt 0, whose leaf ids.0 is an index tensor, which has no derivative}}
+  %0 = psk_core.grad @f(%p) wrt [0] : !P
+  func.return %0 : !P
+}
+
+// -----
+
 !V = !psk_core.tensor<[n: 3]>
 
 func.func @f(%a: !V) -> !V {
