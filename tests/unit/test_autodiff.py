@@ -490,43 +490,64 @@ def test_minigpt_gradient() -> None:
 
 # -- random elementwise programs (hypothesis) -------------------------------------------------
 
-BINARY = ("add", "sub", "mul", "div")
-UNARY_OPS = ("neg", "exp", "tanh", "gelu", "pow2", "pow3")
+BINARY = ("add", "sub", "mul", "div", "max_free")
+UNARY_OPS = ("neg", "exp", "tanh", "gelu", "pow2", "pow3", "sqrt_sq", "log_exp")
+STRUCTURED = ("sum_b", "mean_a", "softmax_b", "softmax_a", "dot", "transpose")
 
 
 @settings(max_examples=12, deadline=None)
 @given(
     sizes_=st.lists(st.integers(1, 3), min_size=2, max_size=2),
     broadcast=st.sampled_from(["a", "b", "", "ab"]),
-    program=st.lists(st.tuples(st.sampled_from(BINARY + UNARY_OPS), st.booleans()), min_size=1, max_size=4),
+    program=st.lists(st.tuples(st.sampled_from(BINARY + UNARY_OPS + STRUCTURED), st.booleans()), min_size=1, max_size=5),
     seed=st.integers(0, 2**16),
 )
-def test_random_elementwise_programs(sizes_: list[int], broadcast: str, program: list[tuple[str, bool]], seed: int) -> None:
-    """Chains of elementwise ops on a tensor and an operand broadcast into it by name (or a real)."""
+def test_random_programs(sizes_: list[int], broadcast: str, program: list[tuple[str, bool]], seed: int) -> None:
+    """Random well-typed chains over x[a, b]: elementwise ops with an operand broadcast into it by name
+    (or a real), reductions broadcast back, softmax over either axis, a product with a weight, a transpose."""
     na, nb = sizes_
     big = f"!psk_core.tensor<[a: {na}, b: {nb}]>"
     small = {"a": f"!psk_core.tensor<[a: {na}]>", "b": f"!psk_core.tensor<[b: {nb}]>", "": "!psk_core.real", "ab": big}[broadcast]
     lines, x = [], "%x"
-    for i, (op, with_y) in enumerate(program):
-        if op in BINARY:
-            lhs, rhs = (x, "%y") if with_y else ("%y", x)
-            lines.append(f"  %v{i} = psk_core.{op} {lhs}, {rhs} : {big}")
+    for i, (op, flag) in enumerate(program):
+        v = f"%v{i}"
+        if op in ("add", "sub", "mul"):
+            lhs, rhs = (x, "%y") if flag else ("%y", x)
+            lines.append(f"  {v} = psk_core.{op} {lhs}, {rhs} : {big}")
+        elif op == "div":  # only %y (positive) divides
+            lines.append(f"  {v} = psk_core.div {x}, %y : {big}")
+        elif op == "max_free":  # max of values that do not depend on a wrt argument needs no rule
+            lines += [f"  %m{i} = psk_core.max %c, %c : {big}", f"  {v} = psk_core.mul {x}, %m{i} : {big}"]
         elif op.startswith("pow"):
-            lines.append(f"  %v{i} = psk_core.pow {x}, {op[3]} : {big}")
+            lines.append(f"  {v} = psk_core.pow {x}, {op[3]} : {big}")
+        elif op == "sqrt_sq":
+            lines += [f"  %q{i} = psk_core.mul {x}, {x} : {big}", f"  %o{i} = psk_core.add %q{i}, %y : {big}",
+                      f"  {v} = psk_core.sqrt %o{i} : {big}"]  # fmt: skip
+        elif op == "log_exp":
+            lines += [f"  %e{i} = psk_core.exp {x} : {big}", f"  {v} = psk_core.log %e{i} : {big}"]
+        elif op in ("sum_b", "mean_a"):
+            kind, axis = op.split("_")
+            rest = f"!psk_core.tensor<[a: {na}]>" if axis == "b" else f"!psk_core.tensor<[b: {nb}]>"
+            lines += [f"  %r{i} = psk_core.{kind} {x} [{axis}] : {rest}", f"  {v} = psk_core.add {x}, %r{i} : {big}"]
+        elif op.startswith("softmax"):
+            lines.append(f"  {v} = psk_core.softmax {x} [{op[-1]}] : {big}")
+        elif op == "dot":
+            lines += [f"  %d{i} = psk_core.dot {x}, %w : !psk_core.tensor<[a: {na}, b2: {nb}]>",
+                      f"  {v} = psk_core.ein %d{i}[a, b] : {big}"]  # fmt: skip
+        elif op == "transpose" and na == nb:
+            lines.append(f"  {v} = psk_core.ein {x}[b, a] : {big}")
         else:
-            lines.append(f"  %v{i} = psk_core.{op} {x} : {big}")
-        x = f"%v{i}"
-        lines.append(f"  %t{i} = psk_core.tanh {x} : {big}")  # keeps values (and divisors' cotangents) bounded
+            lines.append(f"  {v} = psk_core.{op if op != 'transpose' else 'neg'} {x} : {big}")
+        lines.append(f"  %t{i} = psk_core.tanh {v} : {big}")  # keeps values bounded
         x = f"%t{i}"
     text = (
-        f'func.func @loss(%x: {big}, %y: {small} {{psk_core.init = "positive"}}, %c: {big}) -> !psk_core.real {{\n'
+        f'func.func @loss(%x: {big}, %y: {small} {{psk_core.init = "positive"}}, %c: {big}, '
+        f"%w: !psk_core.tensor<[b: {nb}, b2: {nb}]>) -> !psk_core.real {{\n"
         + "\n".join(lines)
         + f"\n  %p = psk_core.mul {x}, %c : {big}\n  %r = psk_core.sum %p [a, b] : !psk_core.real\n"
         + "  func.return %r : !psk_core.real\n}\n"
     )
-    # The divisor is %y (positive) or a tanh of something, which may be near 0: only %y divides.
-    text = text.replace("psk_core.div %y,", "psk_core.mul %y,")
-    check_gradient(text, [0, 1], seed=seed, remats=("save",), rtol=RTOL_GELU if "gelu" in text else RTOL)
+    check_gradient(text, [0, 1, 3], seed=seed, remats=("save",), rtol=RTOL_GELU if "gelu" in text else RTOL)
 
 
 # -- the rule table and the documents --------------------------------------------------------
