@@ -482,6 +482,24 @@ def test_mlp_gradient() -> None:
     check_gradient(text, [0, 1], dims={"B": 2}, consts={"D_IN": 3, "D_HID": 4, "D_OUT": 2}, rtol=RTOL_GELU)
 
 
+def test_a_loss_that_does_not_read_the_argument_has_a_zero_gradient() -> None:
+    text = """
+func.func @loss(%x: !psk_core.tensor<[n: 3]>, %y: !psk_core.tensor<[n: 3]>) -> !psk_core.real {
+  %0 = psk_core.exp %x : !psk_core.tensor<[n: 3]>
+  %1 = psk_core.sum %y [n] : !psk_core.real
+  func.return %1 : !psk_core.real
+}
+"""
+    for remat in ("save", "recompute"):
+        module, _ = differentiated(text, [0], remat)
+        env: dict[str, int] = {}
+        inputs = make_inputs(find_entry(module, "loss"), env, 0)
+        (g,) = run_entry(module, "grad_loss", inputs, env)
+        assert np.array_equal(g, np.zeros(3))
+        assert not any(op.name == "psk_core.exp" for f in module.walk() if isinstance(f, func.FuncOp)
+                       and f.sym_name.data.startswith("loss.") for op in f.walk())  # fmt: skip
+
+
 def test_minigpt_gradient() -> None:
     """corpus/minigpt.mlir's loss, wrt its whole parameter tree (a fold over two blocks), at small constants."""
     text = (ROOT / "corpus" / "minigpt.mlir").read_text()
