@@ -506,6 +506,58 @@ def test_minigpt_gradient() -> None:
     check_gradient(text, [0], dims={"B": 1, "T": 3}, consts={"D": 4, "H": 2, "V": 5, "C": 4, "L": 2}, rtol=RTOL_GELU)
 
 
+# -- the corpus losses against an independent numpy implementation ---------------------------
+
+CORPUS_LOSSES = {
+    "mlp": ("corpus/mlp.mlir", "mse", "MLP", "!X, !Y", {"D_IN": 3, "D_HID": 4, "D_OUT": 2}),
+    "minigpt": ("corpus/minigpt.mlir", "loss", "Mini", "!Ids, !Ids", {"D": 4, "H": 2, "V": 5, "C": 4, "L": 2}),
+    "gpt": ("corpus/nlp/gpt.mlir", "loss", "GPT", "!Ids, !Ids", {"D": 4, "H": 2, "V": 5, "C": 4, "L": 2}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS_LOSSES))
+def test_corpus_gradient_against_numpy(name: str) -> None:
+    """Each corpus loss's gradient (reference interpreter, f64) against central differences of the
+    loss as `tests/unit/numpy_reference.py` writes it from the math, independently of the IR.
+
+    Tolerance: f64 central differences with h = 1e−6 are accurate to about ε·|loss|/h + h²·|∂³loss|
+    ≈ 1e−9 here; 1e−6 relative to max(1, |FD|) leaves a margin of a thousand and is far below the
+    O(1) error of a wrong rule.
+    """
+    import numpy_reference as ref
+
+    path, entry, params_t, rest_t, consts = CORPUS_LOSSES[name]
+    text = (ROOT / path).read_text() + f"""
+func.func @grad_{entry}(%p: !{params_t}, %a: {rest_t.split(", ")[0]}, %b: {rest_t.split(", ")[1]}) -> !{params_t} {{
+  %0 = psk_core.grad @{entry}(%p, %a, %b) wrt [0] : !{params_t}
+  func.return %0 : !{params_t}
+}}
+"""
+    parsed = parse_module(presk_context(), text, f"{name}_grad.mlir")
+    parsed.verify()
+    module = parsed.module
+    dims = {"B": 2} if name == "mlp" else {"B": 2, "T": 3}
+    BindSizes(dims=",".join(f"{k}={v}" for k, v in dims.items()),
+              consts=",".join(f"{k}={v}" for k, v in consts.items())).apply(presk_context(), module)  # fmt: skip
+    AutoDiff().apply(presk_context(), module)
+    env: dict[str, int] = {}
+    inputs = make_inputs(find_entry(module, entry), env, 11)
+    (grad,) = run_entry(module, f"grad_{entry}", inputs, env)
+    loss = {"mlp": lambda p: ref.mse(p, *inputs[1:]),
+            "minigpt": lambda p: ref.minigpt_loss(p, *inputs[1:], consts["H"]),
+            "gpt": lambda p: ref.gpt_loss(p, *inputs[1:], consts["H"])}[name]  # fmt: skip
+    assert abs(loss(inputs[0]) - run_entry(module, entry, inputs, env)[0]) <= 1e-12 * abs(loss(inputs[0]))
+    rng = np.random.default_rng(12)
+    h = 1e-6
+    for _ in range(DIRECTIONS):
+        v = tree_map(lambda x: rng.standard_normal(np.shape(x)), inputs[0])
+        plus = tree_map(lambda x, d: np.asarray(x) + h * d, inputs[0], v)
+        minus = tree_map(lambda x, d: np.asarray(x) - h * d, inputs[0], v)
+        fd = (loss(plus) - loss(minus)) / (2 * h)
+        ad = sum(float(np.sum(np.asarray(g) * d)) for g, d in zip(leaves(grad), leaves(v)))
+        assert abs(ad - fd) <= 1e-6 * max(1.0, abs(fd)), (ad, fd)
+
+
 # -- random elementwise programs (hypothesis) -------------------------------------------------
 
 BINARY = ("add", "sub", "mul", "div", "max_free")
