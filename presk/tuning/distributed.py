@@ -50,6 +50,7 @@ import json
 import os
 import socket
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -216,15 +217,17 @@ class Measurer:
                 _set_affinity({self.core})
 
     def _one(self, job: str, shared: Any, item: Any, whole_node: bool) -> tuple[str, Any]:
+        start = time.perf_counter()
         try:
             kernels = self._lower(job, item)
         except PreskError as error:
             return ("refused", None) if error.code == "E7002" else ("error", (error.code, error.message))
         if not whole_node and self.core is not None and kernel_workers(kernels, self.machine) > 1:
             return ("node", None)
+        lowering_s = time.perf_counter() - start
         try:
             if job == "autotune":
-                return ("done", self._autotune(shared, item, kernels, whole_node))
+                return ("done", self._autotune(shared, item, kernels, whole_node, lowering_s))
             return ("done", self._calibrate(shared, item, kernels))
         except PreskError as error:
             return ("error", (error.code, error.message))
@@ -258,7 +261,7 @@ class Measurer:
         return point_kernels(item)
 
     def _autotune(self, shared: tuple[str | None, float | None], item: TunePoint, kernels: ModuleOp,
-                  whole_node: bool) -> tuple[Any, str]:  # fmt: skip
+                  whole_node: bool, lowering_s: float) -> tuple[Any, str]:  # fmt: skip
         from presk.tuning.autotune import measure_record
 
         profile_path, u = shared
@@ -266,6 +269,8 @@ class Measurer:
         record = measure_record(self._shape(item.shape), item.point, item.default, self.runner, self.key,
                                 item.predicted_s, profile_path, u, err, kernels=kernels)  # fmt: skip
         if record is not None:
+            # A line's seconds include the lowering, as in a run in one process (`presk rank`'s statement N).
+            record["seconds"] += lowering_s
             record["worker"] = self._where(whole_node)
         return record, err.getvalue()
 
@@ -380,7 +385,14 @@ class Cluster:
                     ray.init(address=self.address, **options)
             except (ConnectionError, RuntimeError, ValueError) as error:
                 where = f"the Ray cluster at {self.address}" if self.address else "a local Ray cluster"
-                hint = " (start one with `ray start --head`)" if self.address else ""
+                hint = ""
+                if self.address == "auto":
+                    hint = " (start one with `ray start --head`)"
+                elif self.address is not None and not os.environ.get("RAY_AUTH_MODE"):
+                    # Ray >= 2.59 turns token authentication on for `ray start --head` when ~/.ray/auth_token
+                    # exists, but ray.init(address=HOST:PORT) only sends the token under RAY_AUTH_MODE=token.
+                    hint = (" (a cluster started with token authentication needs RAY_AUTH_MODE=token here, "
+                            "and its token in ~/.ray/auth_token)")  # fmt: skip
                 raise PreskError("E4001", f"cannot connect to {where}{hint}: {error}") from None
             self.owns_ray = True
         self.connected = True
