@@ -71,6 +71,12 @@ class NumpyOps:
     def select(self, m: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(m, a, b)
 
+    def iselect(self, m: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.where(m, a, b).astype(self.itype, copy=False)
+
+    def mand(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.logical_and(a, b)
+
     def bits(self, a: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(a, dtype=self.dtype).view(self.itype)
 

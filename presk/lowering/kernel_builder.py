@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from presk.dialects.psk_kernel import PARALLEL
+from presk.dialects.psk_kernel import PARALLEL, SUBNORMAL_NUMERATOR
 
 FLOAT_TYPES: dict[str, Attribute] = {"f64": Float64Type(), "f32": Float32Type(), "bf16": BFloat16Type()}
 INDEX_ELEMENT = i64
@@ -138,8 +138,12 @@ class KernelBuilder:
     def mulf(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.add(arith.MulfOp(a, b))
 
-    def divf(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add(arith.DivfOp(a, b))
+    def divf(self, a: SSAValue, b: SSAValue, subnormal_numerator: bool = False) -> SSAValue:
+        """a / b; `subnormal_numerator` marks a division whose numerator is often subnormal (`SUBNORMAL_NUMERATOR`)."""
+        op = arith.DivfOp(a, b)
+        if subnormal_numerator:
+            op.attributes[SUBNORMAL_NUMERATOR] = UnitAttr()
+        return self.add(op)
 
     def maxf(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.add(arith.MaximumfOp(a, b))

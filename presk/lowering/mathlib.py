@@ -27,6 +27,7 @@ __all__ = [
     "IROps",
     "TargetAttributes",
     "define_map_kernel",
+    "emit_divide",
     "emit_erf",
     "emit_exp",
     "emit_log",
@@ -170,6 +171,12 @@ class IROps:
     def select(self, m: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
         return self.b.select(m, a, b)
 
+    def iselect(self, m: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.select(m, a, b)
+
+    def mand(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.and_(a, b)
+
     def bits(self, a: ir.Value) -> ir.Value:
         return self.b.bitcast(a, self.ity)
 
@@ -193,6 +200,11 @@ class IROps:
 
     def to_float(self, i: ir.Value) -> ir.Value:
         return self.b.sitofp(i, self.fty)
+
+
+def emit_divide(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
+    """a / b, with no subnormal arithmetic where a is subnormal and 1 <= b < 2**p (`mathlib_spec.divide`)."""
+    return spec.divide(IROps(builder, a.type), a, b)
 
 
 def emit_exp(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:

@@ -20,9 +20,14 @@ Methods (ulp bounds measured in tests/unit/test_mathlib.py):
   poison for nan/inf); r = x - k*ln2 with a two-constant Cody-Waite step
   (fma; the first step is exact); e**r = 1 + r*(1 + r*Q(r)) by Horner to the
   end (0.87 ulp max in f32, against 1.01 for 1 + (r + r*r*Q(r))); scaling by 2**k
-  in two exact power-of-two factors so k in [-1076, 1024] needs no branch and
-  subnormal results are rounded once. x is clamped first so that +-inf and
-  huge |x| overflow/underflow naturally in the final multiplies.
+  in two exact power-of-two factors so k up to 1024 needs no branch. A result
+  below the normal range (k <= -bias) is rounded onto the subnormal grid with
+  normal numbers only: v = y * 2**(k + bias - 1 + p) is exact and below 2**p,
+  and v + 2**p rounds it to the integer whose bits are the subnormal result's.
+  That is the IEEE product's rounding, without the product: x86 cores finish
+  a multiply with a subnormal result in microcode, 10-15x slower, and softmax
+  rows with a wide range produce many. x is clamped first so that +-inf and
+  huge |x| overflow/underflow naturally in the final steps.
 - log: fdlibm's method: x = 2**k * m with m in [sqrt(1/2), sqrt(2)) by integer
   arithmetic on the bits (subnormals pre-scaled by 2**(p+1)); f = m - 1,
   s = f/(2+f), log1p(f) = f - f*f/2 + s*(f*f/2 + R(s*s)), and k*ln2 in two
@@ -67,7 +72,7 @@ from typing import Any, Protocol, TypeVar
 
 from presk.lowering.mathlib_coefficients import TABLES
 
-__all__ = ["F32", "F64", "FUNCTIONS", "Format", "Ops", "erf", "exp", "horner", "log", "tanh"]
+__all__ = ["F32", "F64", "FUNCTIONS", "Format", "Ops", "divide", "erf", "exp", "horner", "log", "tanh"]
 
 F = TypeVar("F")  # a float value (scalar or vector) of one format
 I = TypeVar("I")  # an integer value of the same width and shape
@@ -127,6 +132,8 @@ class Ops(Protocol[F, I, M]):
     def eq(self, a: F, b: F) -> M: ...
     def isnan(self, a: F) -> M: ...
     def select(self, m: M, a: F, b: F) -> F: ...
+    def iselect(self, m: M, a: I, b: I) -> I: ...
+    def mand(self, a: M, b: M) -> M: ...  # both masks
     def bits(self, a: F) -> I: ...  # bitcast
     def from_bits(self, i: I) -> F: ...
     def iadd(self, a: I, b: I) -> I: ...  # two's complement, wrapping
@@ -134,7 +141,7 @@ class Ops(Protocol[F, I, M]):
     def iand(self, a: I, b: I) -> I: ...
     def shl(self, a: I, n: int) -> I: ...
     def ashr(self, a: I, n: int) -> I: ...
-    def to_float(self, i: I) -> F: ...  # signed int to float (exact for our |i| < 2**11)
+    def to_float(self, i: I) -> F: ...  # signed int to float (exact for our |i| <= 2**(p+1))
 
 
 def horner(o: Ops[F, I, M], x: F, coefs: Sequence[float]) -> F:
@@ -177,24 +184,90 @@ def _pow2(o: Ops[F, I, M], k: I) -> F:
     return o.from_bits(o.shl(o.iadd(k, o.iconst(o.fmt.bias)), o.fmt.mant))
 
 
-def exp(o: Ops[F, I, M], x: F) -> F:
-    fmt = o.fmt
-    xc = o.select(o.lt(x, o.const(fmt.exp_lo)), o.const(fmt.exp_lo), x)
-    xc = o.select(o.gt(xc, o.const(fmt.exp_hi)), o.const(fmt.exp_hi), xc)
-    k, kf, r = _reduce_ln2_kf(o, xc)
-    y = horner(o, r, (1.0, 1.0, *o.fmt.table["EXP_POLY"]))
-    # y * 2**k rounded once: y * 2**k1 is exact (y normal, k1 = k >> 1 >= the
-    # normal range's half), and the second factor rounds, to a subnormal too.
-    # An Ops may offer `scale_by_pow2(y, kf)`, the same product in one
-    # instruction (AVX-512's vscalef: y * 2**floor(kf), one IEEE rounding); it
-    # returns None where it has none.
+def _scale_normal(o: Ops[F, I, M], y: F, k: I, kf: F) -> F:
+    """y * 2**k rounded once, for results in the normal range or above."""
+    # y * 2**k1 is exact (y normal, k1 = k >> 1 >= the normal range's half),
+    # and the second factor rounds once. An Ops may offer `scale_by_pow2(y, kf)`,
+    # the same product in one instruction (AVX-512's vscalef: y * 2**floor(kf),
+    # one IEEE rounding); it returns None where it has none.
     fused = getattr(o, "scale_by_pow2", None)
     res = fused(y, kf) if fused is not None else None
     if res is None:
         k1 = o.ashr(k, 1)
         k2 = o.isub(k, k1)
         res = o.mul(o.mul(y, _pow2(o, k1)), _pow2(o, k2))
+    return res
+
+
+def _scale_subnormal(o: Ops[F, I, M], y: F, k: I) -> F:
+    """y * 2**k rounded to the subnormal grid, for 2**-(bias+p) <~ y * 2**k < 2**(1-bias).
+
+    In units of the smallest subnormal, y * 2**k is v = y * 2**(k + bias - 1 + p):
+    exact (a normal times a power of two) and below 2**p (y < sqrt(2), k <= -bias).
+    v + 2**p lies in [2**p, 2**(p+1)), whose spacing is 1, so the sum is v
+    rounded to an integer, to nearest even, and its low bits are that integer:
+    the bits of the subnormal. A carry to 2**p gives the smallest normal, as IEEE does.
+    """
+    fmt = o.fmt
+    shifter = 2.0**fmt.mant
+    v = o.mul(y, _pow2(o, o.iadd(k, o.iconst(fmt.bias - 1 + fmt.mant))))
+    return o.from_bits(o.isub(o.bits(o.add(v, o.const(shifter))), o.iconst(fmt.to_bits(shifter))))
+
+
+def exp(o: Ops[F, I, M], x: F) -> F:
+    fmt = o.fmt
+    xc = o.select(o.lt(x, o.const(fmt.exp_lo)), o.const(fmt.exp_lo), x)
+    xc = o.select(o.gt(xc, o.const(fmt.exp_hi)), o.const(fmt.exp_hi), xc)
+    k, kf, r = _reduce_ln2_kf(o, xc)
+    y = horner(o, r, (1.0, 1.0, *o.fmt.table["EXP_POLY"]))
+    # Each path sees a harmless k in the other's lanes, so that neither path
+    # forms a subnormal in a lane whose result it does not give.
+    tiny = o.lt(kf, o.const(1.0 - fmt.bias))
+    normal = _scale_normal(o, y, o.iselect(tiny, o.iconst(0), k), o.select(tiny, o.const(0.0), kf))
+    subnormal = _scale_subnormal(o, y, o.iselect(tiny, k, o.iconst(-fmt.bias)))
+    res = o.select(tiny, subnormal, normal)
     return o.select(o.isnan(x), o.add(x, x), res)
+
+
+def divide(o: Ops[F, I, M], a: F, b: F) -> F:
+    """a / b, the IEEE quotient, with no subnormal operand or result where |a / b| < 2**(1-bias) and 1 <= b < 2**p.
+
+    A softmax divides every exponential of a row by the row's sum (at least 1,
+    its largest term being e**0); a wide row has subnormal exponentials and
+    quotients, and x86 finishes an operation on or to a subnormal in
+    microcode, 6-15x slower. In those lanes ("small"), in units of the
+    smallest subnormal, |a| is U = |a| * 2**(bias-1+p), an integer formed
+    from a's bits, and the quotient's subnormal bits are U / b rounded to an
+    integer, below 2**p. q = U / b rounded, n = q rounded to an integer (the
+    2**p shifter): that double rounding can only err where q lies halfway,
+    q - n = +-1/2 (exact, Sterbenz), and then the exact remainder U - q*b
+    (one fma) says on which side U / b lies. a's sign is copied back. The
+    other lanes' quotient is the same division's, of a itself.
+    """
+    fmt = o.fmt
+    shifter = 2.0**fmt.mant
+    zero, one, half = o.const(0.0), o.const(1.0), o.const(0.5)
+    below_one = 1.0 - 2.0 ** -(fmt.mant + 1)  # the largest number below 1: b > it is b >= 1
+    divisor_ok = o.mand(o.gt(b, o.const(below_one)), o.lt(b, o.const(shifter)))
+    threshold = o.mul(o.select(divisor_ok, b, zero), o.const(fmt.min_normal))
+    magnitude = o.fabs(a)
+    small = o.lt(magnitude, threshold)
+    # U from |a|'s fields: its significand, with the hidden bit unless |a| is
+    # subnormal, times 2**(exponent field - 1).
+    field = o.ashr(o.bits(magnitude), fmt.mant)
+    significand = o.iand(o.bits(magnitude), o.iconst((1 << fmt.mant) - 1))
+    from_subnormal = o.to_float(significand)
+    from_normal = o.mul(o.to_float(o.iadd(significand, o.iconst(1 << fmt.mant))),
+                        _pow2(o, o.isub(field, o.iconst(1))))  # fmt: skip
+    units = o.select(o.lt(magnitude, o.const(fmt.min_normal)), from_subnormal, from_normal)
+    q = o.div(o.select(small, units, a), b)
+    n = o.sub(o.add(q, o.const(shifter)), o.const(shifter))
+    t = o.sub(q, n)
+    remainder = o.fma(q, o.sub(zero, b), units)
+    n = o.add(n, o.select(o.mand(o.eq(t, half), o.gt(remainder, zero)), one, zero))
+    n = o.sub(n, o.select(o.mand(o.eq(t, o.const(-0.5)), o.lt(remainder, zero)), one, zero))
+    tiny = o.from_bits(o.isub(o.bits(o.add(n, o.const(shifter))), o.iconst(fmt.to_bits(shifter))))
+    return o.select(small, o.copysign(tiny, a), q)
 
 
 def log(o: Ops[F, I, M], x: F) -> F:

@@ -27,6 +27,7 @@ from xdsl.ir import Attribute, SSAValue
 from presk.dialects.psk_core_types import TensorType
 from presk.lowering.kernel_builder import KernelBuilder
 from presk.lowering.nests import Operand, Scalar, accumulate, static_sizes
+from presk.lowering.softmax import shifted_exp
 
 REFUSAL = (
     "two softmax passes keep exp(x − m) in the output between the passes, which needs the storage type to be the "
@@ -67,15 +68,13 @@ def emit_softmax_two_pass(
 
         def store_and_sum(kivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:
             value, allowed = element(kivs[0])
-            e = kb.math("exp", kb.subf(value, top))
-            if allowed is not None:
-                e = kb.select(allowed, e, zero)
+            e = shifted_exp(kb, value, top, allowed, zero)
             kb.store_real(e, out, cell(kivs[0]))
             return [kb.addf(accs[0], e)]
 
         (total,) = accumulate(kb, [counts[axis]], [zero], store_and_sum)
         empty = kb.cmpf(total, zero, "oeq") if mask is not None else None
         with kb.loop(counts[axis], parallel=True) as lk:
-            quotient = kb.divf(kb.load_real(out, cell(lk.iv), arith_type), total)
+            quotient = kb.divf(kb.load_real(out, cell(lk.iv), arith_type), total, subnormal_numerator=True)
             value = kb.select(empty, zero, quotient) if empty is not None else quotient
             kb.store_real(value, out, cell(lk.iv))

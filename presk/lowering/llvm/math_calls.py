@@ -1,4 +1,4 @@
-"""`math` dialect transcendentals: the one place that chooses their implementation.
+"""`math` dialect transcendentals, and divisions of subnormals: the one place that chooses their implementation.
 
 exp/log/tanh/erf are presk's polynomials (`presk.lowering.mathlib`),
 emitted inline, so they vectorise and give the kernel interpreter's bits
@@ -13,7 +13,7 @@ from llvmlite import ir
 from presk.lowering import mathlib
 from presk.lowering.llvm.errors import fail
 
-__all__ = ["MATH", "emit_math"]
+__all__ = ["MATH", "emit_divide", "emit_math"]
 
 MATH = {"math.exp": "exp", "math.log": "log", "math.tanh": "tanh", "math.erf": "erf", "math.sqrt": "sqrt"}
 """The `math` ops `emit_math` implements, with their names there."""
@@ -29,3 +29,9 @@ def emit_math(builder: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
     if emitter is None:
         raise fail(None, f"no implementation of math.{name}")
     return emitter(builder, x)
+
+
+def emit_divide(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
+    """`a / b` for an `arith.divf` marked `psk_kernel.subnormal_numerator`: the IEEE quotient's bits,
+    with no subnormal arithmetic in the lanes where `a` is subnormal (`presk.lowering.mathlib.emit_divide`)."""
+    return mathlib.emit_divide(builder, a, b)
