@@ -85,9 +85,11 @@ STRUCTURAL = frozenset(
     f"psk_core.{n}"
     for n in (
         "split", "merge", "constant", "size", "record", "field", "set_field", "tuple", "proj", "fold", "const_dim",
+        "grad", "value_and_grad",
     )
 )  # fmt: skip
-"""No data of their own (views, records, constants, sizes) or launching through a callee (fold)."""
+"""No data of their own (views, records, constants, sizes) or launching through a callee (fold; a gradient
+request, which psk-autodiff replaces by calls before fusion)."""
 
 GROUP, NEST, YIELD = "psk_realize.group", "psk_realize.nest", "psk_realize.yield"
 SITES = (GROUP, NEST)
