@@ -296,6 +296,9 @@ def test_calibration_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     status = main(["bench", str(GEMM), "--entry", "gemm", "--dim", "N=8", "--calibrate", str(tmp_path / "P.json"), "--ray"])
     err = capsys.readouterr().err
     assert status == 1 and "error: E4001" in err and "--ray measures a calibration space" in err
+    status = main(["bench", str(GEMM), "--entry", "gemm", "--dim", "N=8", "--ray"])  # a plain benchmark: not ignored
+    err = capsys.readouterr().err
+    assert status == 1 and "error: E4001" in err and "--ray measures a calibration space" in err
 
 
 def test_autotune_with_another_machines_profile_warns(tmp_path: Path, narrow: None, cluster: Cluster) -> None:
