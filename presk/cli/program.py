@@ -4,7 +4,14 @@ The input is read by `presk.cli.source` (`-` is standard input), and the
 user's own `--pass-pipeline` (presk's passes, xDSL's or a plugin's) runs on
 the PSK-Core program right after it is parsed and verified, before any
 size is resolved and before fusion and lowering, so a plugin pass changes
-what every later stage sees.
+what every later stage sees. Then the gradients the program asks for
+(`psk_core.grad`, `value_and_grad`) are expanded by `psk-autodiff`, after
+`psk-bind` when the program has a `fold` (whose gradient writes its layers
+out), as `presk.pipeline.realize` does on the way to kernels: so the
+reference interpreter, `presk launches` and `presk dump --stage core|realize`
+see the functions the kernel backends run. A pipeline that already ran
+`psk-autodiff` (with `remat=recompute`, say) leaves no request, and its
+choice stands.
 
 Every step raises `PreskError`, so each subcommand only formats and exits.
 Errors placed at an operation of the program carry its source line
@@ -15,18 +22,23 @@ Errors placed at an operation of the program carry its source line
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from xdsl.context import Context
 from xdsl.passes import ModulePass
 
 from presk import sizes
 from presk.cli.pipeline import build_pipeline, pipeline_spec, run_pass
 from presk.cli.source import Source, read_input
 from presk.diagnostics import PreskError
+from presk.dialects.psk_core import ConstDimOp, FoldOp
+from presk.dialects.psk_core_autodiff import GradientRequestOp
 from presk.ir.context import presk_context
 from presk.ir.parse import ParsedModule, parse_module
 from presk.universe import load_multiverse
+from presk.passes.autodiff import AutoDiff
+from presk.passes.bind import BindSizes
 from presk.passes.fuse import FuseElementwise
 from presk.passes.realize import apply_plan
 from presk.plans import Plan, plan_from_options, realization_record
@@ -77,10 +89,16 @@ class Program:
 
 
 def load_program(
-    source: str | Source, dims: list[str], consts: list[str], passes: Sequence[ModulePass] = ()
+    source: str | Source,
+    dims: list[str],
+    consts: list[str],
+    passes: Sequence[ModulePass] = (),
+    extend: Callable[[ParsedModule], None] | None = None,
 ) -> Program:
-    """Parse and verify `source` (a path, or what `read_input` read), run `passes`, resolve the sizes.
+    """Parse and verify `source` (a path, or what `read_input` read), run `passes`, resolve the sizes, differentiate.
 
+    `extend` adds to the parsed module before the passes run (`presk train`
+    adds the function of its step there, so the user's pipeline sees it too).
     A pass's error placed in the program carries its source line.
     """
     if isinstance(source, str):
@@ -88,15 +106,50 @@ def load_program(
     ctx = presk_context()
     parsed = parse_module(ctx, source.text, source.name)
     parsed.verify()
+    if extend is not None:
+        extend(parsed)
+        parsed.verify()
     for pass_ in passes:
-        try:
-            run_pass(ctx, pass_, parsed)
-        except PreskError as error:
-            raise _with_source(error.located(parsed.filename), parsed) from None
+        _run_located(ctx, pass_, parsed)
     env = sizes.resolve(
         parsed.module, sizes.parse_bindings(consts, "--const"), sizes.parse_bindings(dims, "--dim")
     )
+    if any(isinstance(op, GradientRequestOp) for op in parsed.module.walk()):
+        if any(isinstance(op, FoldOp) for op in parsed.module.walk()):
+            # A fold's gradient runs its layers one by one: the layer count must be an integer.
+            _bind_keeping_declarations(ctx, parsed, env)
+        _run_located(ctx, AutoDiff(), parsed)
     return Program(parsed, env)
+
+
+def _bind_keeping_declarations(ctx: Context, parsed: ParsedModule, env: dict[str, int]) -> None:
+    """`psk-bind` at `env`, with the `const_dim` declarations put back as the source wrote them.
+
+    The types are bound either way; the declarations stay so that the later
+    stages that bind again with the user's `--const` flags (`presk dump`,
+    `presk.pipeline.realize`) find the constants those flags name, and
+    resolve them to the same values.
+    """
+    declarations = [op.clone() for op in parsed.module.body.block.ops if isinstance(op, ConstDimOp)]
+    constants = sizes.declared_constants(parsed.module)
+    bind = BindSizes(
+        dims=",".join(f"{k}={v}" for k, v in env.items() if k not in constants),
+        consts=",".join(f"{k}={v}" for k, v in env.items() if k in constants),
+    )
+    _run_located(ctx, bind, parsed)
+    block = parsed.module.body.block
+    for declaration in reversed(declarations):
+        if block.first_op is None:
+            block.add_op(declaration)
+        else:
+            block.insert_op_before(declaration, block.first_op)
+
+
+def _run_located(ctx: Context, pass_: ModulePass, parsed: ParsedModule) -> None:
+    try:
+        run_pass(ctx, pass_, parsed)
+    except PreskError as error:
+        raise _with_source(error.located(parsed.filename), parsed) from None
 
 
 def add_realize_arguments(parser: argparse.ArgumentParser) -> None:
