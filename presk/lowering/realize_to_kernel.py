@@ -238,6 +238,10 @@ class HostLowering:
             return [state]
         if isinstance(op, core.SizeOp):
             raise error_at(op, "E4002", f"size '{op.size.data}' is not bound; the kernel lowering needs every size")
+        if isinstance(op, core.GradOp | core.ValueAndGradOp):
+            # No kernel computes a derivative: psk-autodiff turns the request into calls that lower like any other.
+            raise error_at(op, "E3003", f"psk-lower-kernel: {op.name} is a request for a gradient, which no kernel "
+                           "computes: run psk-autodiff first (after psk-bind, before psk-fuse)")  # fmt: skip
         raise error_at(op, "E3003", f"psk-lower-kernel: {op.name} outside a group or nest (run psk-fuse first)")
 
     def function(self, name: str, at: Operation) -> func.FuncOp:
