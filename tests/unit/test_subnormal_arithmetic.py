@@ -210,3 +210,24 @@ def test_wide_softmax_rows_native_equal_the_kernel_interpreter(
     assert native.tobytes() == interpreted.tobytes()
     subnormal = (native > 0) & (native < np.finfo(dtype).tiny)
     assert subnormal.sum() > 50
+
+
+def test_the_softmax_division_takes_the_exact_method_only_where_a_vector_needs_it() -> None:
+    """The normalising loop runs as vectors that divide with `fdiv` and branch to the out-of-line exact method."""
+    from presk.lowering.llvm.translator import translate_kernel
+    from presk.dialects.psk_kernel import KernelOp
+    from presk.target import target_machine
+
+    parsed = parse_module(presk_context(), SOFTMAX, "softmax.mlir")
+    parsed.verify()
+    env = sizes.resolve(parsed.module, {}, {"H": 2, "T": 40})
+    plan = parse_plan({"realization": "f32", "layout": {"plain/%y": {"passes": 2, "split": "none"}}}, "test")
+    kernels = lower(parsed.module, "plain", env, plan)
+    (softmax,) = [op for op in kernels.walk() if isinstance(op, KernelOp) and op.sym_name.data == "softmax"]
+    lanes = target_machine().vector_bits // 32
+    ir_text = translate_kernel(softmax)
+    exact = f"presk.divide.exact.v{lanes}f32"
+    assert f'define internal <{lanes} x float> @"{exact}"' in ir_text
+    assert f'call <{lanes} x float> @"{exact}"' in ir_text
+    assert f"fdiv <{lanes} x float>" in ir_text
+    assert ".divide.body" in ir_text

@@ -21,6 +21,7 @@ from presk.lowering.llvm.base import TranslatorBase
 from presk.lowering.llvm.bf16 import bf16_to_f32, f32_to_bf16, f64_to_f32_odd
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import F32, F64, I1, I16, llvm_type, shaped, splat_constant
+from presk.lowering.llvm.guarded_division import emit_guarded_divide
 from presk.lowering.llvm.math_calls import MATH, emit_divide, emit_math
 from presk.analysis import attr
 from presk.dialects.psk_kernel import SUBNORMAL_NUMERATOR
@@ -63,7 +64,10 @@ class ScalarOps(TranslatorBase):
             self.values[op.results[0]] = self.constant(op)
         elif name == "arith.divf" and SUBNORMAL_NUMERATOR in op.attributes:
             x, y = self.operands(op)
-            self.values[op.results[0]] = emit_divide(b, x, y)
+            if isinstance(x.type, ir.VectorType):
+                self.values[op.results[0]] = emit_guarded_divide(b, x, y, self.machine)
+            else:
+                self.values[op.results[0]] = emit_divide(b, x, y)
         elif name in _BINARY_FLOAT:
             x, y = self.operands(op)
             self.values[op.results[0]] = getattr(b, _BINARY_FLOAT[name])(x, y)

@@ -19,6 +19,7 @@ from presk.target import Machine, target_machine
 from presk.dialects.psk_kernel import KernelOp
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I64
+from presk.lowering.llvm.guarded_division import GuardedDivisionLoops, guarded_division
 from presk.lowering.llvm.maximum_loops import MaximumLoops, running_maximum
 from presk.lowering.llvm.running_sums import RunningSumLoops, ordered_sums
 from presk.lowering.llvm.scalar_ops import ScalarOps
@@ -29,7 +30,7 @@ from presk.lowering.llvm.vector_ops import VectorOps
 __all__ = ["Translator", "translate_kernel", "translate_module"]
 
 
-class Translator(ScalarOps, VectorOps, RunningSumLoops, MaximumLoops, StreamingLoops):
+class Translator(ScalarOps, VectorOps, RunningSumLoops, MaximumLoops, StreamingLoops, GuardedDivisionLoops):
     """Translates one kernel into `module` (`translate`)."""
 
     def translate(self) -> ir.Function:
@@ -76,7 +77,8 @@ class Translator(ScalarOps, VectorOps, RunningSumLoops, MaximumLoops, StreamingL
             raise fail(self.kernel, f"cannot translate '{name}' (not in the PSK-Kernel subset)")
 
     def loop(self, op: scf.ForOp) -> None:
-        """A loop: running sums or a running maximum in vectors, streaming stores, or as written (in that order)."""
+        """A loop: running sums or a running maximum in vectors, streaming stores, guarded divisions in vectors,
+        or as written (in that order)."""
         lb, ub, step = (self.value(v) for v in (op.lb, op.ub, op.step))
         if op is self.split:
             lb, ub = self.split_bounds(op, lb, ub, step)
@@ -86,12 +88,16 @@ class Translator(ScalarOps, VectorOps, RunningSumLoops, MaximumLoops, StreamingL
         maximum = running_maximum(op, self.machine) if vectorise and plan is None else None
         vectorised = plan is not None or maximum is not None
         stream = streaming(op, self.machine, self.kernel_bytes) if vectorise and not vectorised else None
+        guarded = guarded_division(op, self.machine) if vectorise and not vectorised and stream is None else None
         if plan is not None:
             results = self.ordered_sum_loop(op, plan, lb, ub, inits)
         elif maximum is not None:
             results = [self.maximum_loop(op, maximum, lb, ub, inits[0])]
         elif stream is not None:
             self.streaming_loop(op, stream, lb, ub, step)
+            results = []
+        elif guarded is not None:
+            self.guarded_division_loop(op, guarded, lb, ub, step)
             results = []
         else:
             results = self.scalar_loop(op, lb, ub, step, inits)

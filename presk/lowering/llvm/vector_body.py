@@ -49,7 +49,7 @@ def inside(v: SSAValue, block: Block) -> bool:
 
 
 def vector_body(
-    loop: scf.ForOp, skip: Sequence[Operation], accs: Sequence[SSAValue]
+    loop: scf.ForOp, skip: Sequence[Operation], accs: Sequence[SSAValue], in_place: bool = False
 ) -> tuple[dict[SSAValue, str], frozenset[Operation], frozenset[Operation]] | None:
     """Whether the loop's body (but `skip`) runs as vectors along the loop: (kinds, vector loads, stores), or None.
 
@@ -58,7 +58,9 @@ def vector_body(
     otherwise (a vector). Allowed: elementwise arithmetic, index arithmetic
     affine in the induction variable, loads and stores at consecutive
     addresses along it (a load may also read one address), no buffer both
-    loaded and stored, no nested loop, no use of `accs` but in `skip`.
+    loaded and stored (with `in_place`, one that every load and store
+    reaches at the same indices: each iteration reads and writes its own
+    element), no nested loop, no use of `accs` but in `skip`.
     """
     block = loop.body.block
     iv = block.args[0]
@@ -70,6 +72,7 @@ def vector_body(
     stored: set[SSAValue] = set()
     vector_loads: set[Operation] = set()
     stores: set[Operation] = set()
+    places: dict[SSAValue, set[tuple[SSAValue, ...]]] = {}
 
     def kind(v: SSAValue) -> str:
         if v in accs:
@@ -125,6 +128,7 @@ def vector_body(
             if step_of is None:
                 return None
             loaded.add(buffer)
+            places.setdefault(buffer, set()).add(tuple(indices))
             if step_of == 0:
                 kinds[op.results[0]] = "u"
             elif step_of == 1:
@@ -137,6 +141,7 @@ def vector_body(
             if kind(value) != "v" or linear_slope(indices, buffer.type) != 1:
                 return None
             stored.add(buffer)
+            places.setdefault(buffer, set()).add(tuple(indices))
             stores.add(op)
         elif name == "arith.minsi":  # a shifted last block's start: the same in every iteration, or refused
             if set(operand_kinds) != {"u"}:
@@ -148,6 +153,6 @@ def vector_body(
             kinds[op.results[0]] = "v" if "v" in operand_kinds else "u"
         else:
             return None
-    if loaded & stored:
+    if any(not in_place or len(places[buffer]) != 1 for buffer in loaded & stored):
         return None
     return kinds, frozenset(vector_loads), frozenset(stores)
