@@ -45,6 +45,7 @@ _PASSES: dict[str, str] = {
     "psk-fuse-launches": "presk.passes.fuse_launches:FuseLaunches",
     "psk-in-place": "presk.passes.in_place:InPlace",
     "psk-verify-layout": "presk.passes.verify_layout:VerifyLayouts",
+    "psk-egraph-opt": "presk.passes.egraph:EGraphOpt",
 }
 
 
