@@ -117,7 +117,9 @@ def saturate(graph: FunctionGraph, limits: Limits, families: tuple[str, ...] | N
     return "iteration limit", limits.iterations, nodes, time.perf_counter() - start
 
 
-def optimize_function(fn: func.FuncOp, limits: Limits, families: tuple[str, ...] | None = None) -> FunctionReport:
+def optimize_function(
+    fn: func.FuncOp, limits: Limits, families: tuple[str, ...] | None = None, extraction: str = "dag"
+) -> FunctionReport:
     """Rewrite one function in place (through a clone that replaces it only once it verifies)."""
     name = fn.sym_name.data
     lets = len(list(fn.body.block.ops)) - 1
@@ -131,11 +133,11 @@ def optimize_function(fn: func.FuncOp, limits: Limits, families: tuple[str, ...]
         start = time.perf_counter()
         ser = Serialized(graph)
         roots = [ser.mark_class[m] for m in graph.root_marks]
-        extracted = extract(graph, ser, roots)
+        extracted = extract(graph, ser, roots, extraction)
         report.extraction_seconds = time.perf_counter() - start
         report.stop = stop
         if extracted.cost > graph.cost_before + 1e-9:
-            report.stop = f"{stop}; left as it was: the extracted term costs more"
+            report.stop = f"{stop}; left as it was: the extracted term costs more ({extracted.cost:.2f})"
             return report
         lets_after = write_back(graph, ser, extracted, roots)
         rewriter.insert_op(clone, InsertPoint.after(fn))
@@ -155,15 +157,17 @@ def optimize_function(fn: func.FuncOp, limits: Limits, families: tuple[str, ...]
         return report
 
 
-def optimize_module(module: ModuleOp, limits: Limits = Limits(), families: tuple[str, ...] | None = None) -> list[FunctionReport]:
+def optimize_module(
+    module: ModuleOp, limits: Limits = Limits(), families: tuple[str, ...] | None = None, extraction: str = "dag"
+) -> list[FunctionReport]:
     """Every function with a body, in module order; the reports in the same order."""
     functions = [op for op in module.body.block.ops if isinstance(op, func.FuncOp) and not op.is_declaration]
-    return [optimize_function(fn, limits, families) for fn in functions]
+    return [optimize_function(fn, limits, families, extraction) for fn in functions]
 
 
 @dataclass(frozen=True)
 class EGraphOpt(ModulePass):
-    """`psk-egraph-opt{iterations=30 nodes=20000 seconds=2.0 rules="algebra,..." report=false}`."""
+    """`psk-egraph-opt{iterations=30 nodes=20000 seconds=2.0 rules="algebra,..." extraction=dag report=false}`."""
 
     name = "psk-egraph-opt"
 
@@ -174,6 +178,8 @@ class EGraphOpt(ModulePass):
     """`all`, or a comma-separated list of families: algebra, reductions, structure, contraction."""
     report: bool = False
     """Print the per-function report on stderr."""
+    extraction: str = "dag"
+    """`dag` (a shared subterm paid once) or `tree` (the seed's: paid at each use)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         families: tuple[str, ...] | None = None
@@ -183,8 +189,10 @@ class EGraphOpt(ModulePass):
             if unknown:
                 known = ", ".join(R.FAMILIES)
                 raise PreskError("E4001", f"no rule family '{unknown[0]}' (families: all, {known})")
+        if self.extraction not in ("dag", "tree"):
+            raise PreskError("E4001", f"no extraction '{self.extraction}' (dag or tree)")
         if self.iterations < 1 or self.nodes < 1 or self.seconds <= 0:
             raise PreskError("E4001", "iterations, nodes and seconds are positive")
-        reports = optimize_module(op, Limits(self.iterations, self.nodes, self.seconds), families)
+        reports = optimize_module(op, Limits(self.iterations, self.nodes, self.seconds), families, self.extraction)
         if self.report:
             print(format_reports(reports), file=sys.stderr)

@@ -364,10 +364,15 @@ def node_cost(graph: FunctionGraph, node: Node) -> float:
     return COSTS[node.op]
 
 
-def extract(graph: FunctionGraph, ser: Serialized, roots: Sequence[str]) -> Extracted:
+def extract(graph: FunctionGraph, ser: Serialized, roots: Sequence[str], mode: str = "dag") -> Extracted:
     """Greedy DAG extraction (extraction-gym's `greedy_dag`): a class's cost is the set of classes its
-    best term uses, each counted once, so a subterm shared by two operands is paid once. Nodes whose
-    classes have no known type, and the list helpers, are never chosen."""
+    best term uses, each counted once, so a subterm shared by two operands is paid once. With
+    `mode="tree"`, the seed's tree extraction: a term costs its node plus its children's terms, a
+    shared subterm paid at each use (kept to measure what DAG extraction gains). Nodes whose classes
+    have no known type, and the list helpers, are never chosen. The cost returned is the DAG cost of
+    the chosen program in either mode, each let once."""
+    if mode not in ("dag", "tree"):
+        raise Unsupported(f"no extraction '{mode}' (dag or tree)")
     parents: dict[str, list[Node]] = {}
     candidates: list[Node] = []
     for eclass, nodes in ser.classes.items():
@@ -393,6 +398,16 @@ def extract(graph: FunctionGraph, ser: Serialized, roots: Sequence[str]) -> Extr
             continue
         own = node_cost(graph, node)
         old = best.get(node.eclass)
+        if mode == "tree":
+            total = own + sum(best[k][0] for k in kids)
+            if old is not None and total >= old[0] - 1e-12:
+                continue
+            best[node.eclass] = (total, {}, node)
+            for parent in parents.get(node.eclass, []):
+                if id(parent) not in queued:
+                    queued.add(id(parent))
+                    pending.append(parent)
+            continue
         # a term costs at least its own node plus its dearest child: skip the merge when that cannot win
         if old is not None and own + max((best[k][0] for k in kids), default=0.0) >= old[0] - 1e-12:
             continue
@@ -414,10 +429,76 @@ def extract(graph: FunctionGraph, ser: Serialized, roots: Sequence[str]) -> Extr
     if missing:
         raise Unsupported("no typed term for a result")
     choice = {c: entry[2] for c, entry in best.items()}
-    used: dict[str, float] = {}
-    for r in roots:
-        used.update(best[r][1])
-    return Extracted(choice, sum(used.values()))
+    if mode == "tree":
+        cost = dag_cost(graph, choice, roots)
+        assert cost is not None
+        return Extracted(choice, cost)
+    by_class: dict[str, list[Node]] = {}
+    for node in candidates:
+        by_class.setdefault(node.eclass, []).append(node)
+    return Extracted(choice, improve(graph, choice, roots, by_class))
+
+
+def improve(graph: FunctionGraph, choice: dict[str, Node], roots: Sequence[str], by_class: dict[str, list[Node]],
+            rounds: int = 3) -> float:  # fmt: skip
+    """Local search on the whole program: greedy DAG extraction chooses each class for itself, so it
+    cannot see that a subterm another result needs anyway is free. Each class the program uses tries
+    its other nodes, and a node is kept when the program's DAG cost goes down. Returns the cost."""
+    cost = dag_cost(graph, choice, roots)
+    assert cost is not None
+    for _ in range(rounds):
+        improved = False
+        for eclass in reachable(choice, roots):
+            current = choice[eclass]
+            for node in by_class.get(eclass, []):
+                if node is current or any(kind == "c" and c not in choice for kind, c in node.children):
+                    continue
+                choice[eclass] = node
+                trial = dag_cost(graph, choice, roots)
+                if trial is not None and trial < cost - 1e-12:
+                    cost, current, improved = trial, node, True
+                else:
+                    choice[eclass] = current
+        if not improved:
+            break
+    return cost
+
+
+def reachable(choice: dict[str, Node], roots: Sequence[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    stack = list(roots)
+    while stack:
+        eclass = stack.pop()
+        if eclass in seen:
+            continue
+        seen[eclass] = None
+        stack.extend(c for kind, c in choice[eclass].children if kind == "c")
+    return list(seen)
+
+
+def dag_cost(graph: FunctionGraph, choice: dict[str, Node], roots: Sequence[str]) -> float | None:
+    """The cost of the program the choice writes back, every class it reaches once; None if the
+    choice is cyclic."""
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    total = 0.0
+    for root in roots:
+        stack: list[tuple[str, bool]] = [(root, False)]
+        while stack:
+            eclass, leaving = stack.pop()
+            if leaving:
+                state[eclass] = 2
+                continue
+            mark = state.get(eclass)
+            if mark == 2:
+                continue
+            if mark == 1:
+                return None
+            state[eclass] = 1
+            node = choice[eclass]
+            total += node_cost(graph, node)
+            stack.append((eclass, True))
+            stack.extend((c, False) for kind, c in node.children if kind == "c")
+    return total
 
 
 # -- writing back -----------------------------------------------------------------------
