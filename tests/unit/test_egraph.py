@@ -176,12 +176,33 @@ def test_limits_stop_and_extract_anyway() -> None:
     assert "stopped on a limit" in format_reports(reports)
 
 
+def test_time_limit_is_read_after_each_iteration() -> None:
+    module, _ = load_with_aliases("corpus/attention.mlir")
+    (report,) = optimize_module(module.clone(), Limits(seconds=1e-9))
+    assert report.stop == "time limit" and report.iterations == 1 and report.rewritten
+
+
+def test_a_body_it_cannot_take_is_left_as_it_was() -> None:
+    """After psk-fuse a body holds psk_realize regions (groups, nests): left exactly as it was, and said."""
+    from presk.passes.fuse import FuseElementwise
+
+    module, _ = load_with_aliases("corpus/layernorm.mlir")
+    module = module.clone()
+    FuseElementwise().apply(presk_context(), module)
+    before = print_module(module, {})
+    (report,) = optimize_module(module)
+    assert report.stop.startswith("left as it was: 'psk_realize.") and report.stop.endswith("holds a region"), report.stop
+    assert not report.rewritten and print_module(module, {}) == before
+
+
 def test_bad_options_are_reported() -> None:
     module, _ = load_with_aliases("corpus/mlp.mlir")
     with pytest.raises(PreskError, match="no rule family 'algebr'"):
         EGraphOpt(rules="algebr").apply(presk_context(), module.clone())
     with pytest.raises(PreskError, match="positive"):
         EGraphOpt(iterations=0).apply(presk_context(), module.clone())
+    with pytest.raises(PreskError, match="no extraction 'graph'"):
+        EGraphOpt(extraction="graph").apply(presk_context(), module.clone())
 
 
 def test_rule_table_is_documented() -> None:
