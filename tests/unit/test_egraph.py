@@ -83,6 +83,10 @@ def check_module(module: ModuleOp, env: dict[str, int], label: str) -> list[Any]
     optimized = module.clone()
     reports = optimize_module(optimized)
     optimized.verify()
+    printed = print_module(optimized, {})
+    reparsed = parse_module(presk_context(), printed, f"{label}.opt.mlir")
+    reparsed.verify()
+    assert print_module(reparsed.module, {}) == printed, "the rewritten program does not print back to itself"
     by_name = {r.function: r for r in reports}
     limits = Limits()
     for fn in functions(module):
