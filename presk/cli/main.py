@@ -11,12 +11,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from presk.cli import autotune, bench, dump, launches, plan, rank, refit, run
+from presk.cli import autotune, bench, dump, launches, plan, rank, refit, run, train
 from presk.cli.guard import run_guarded
 from presk.cli.march import add_march_argument, apply_march
 from presk.cli.plugins import report_plugin_failures
 
-SUBCOMMANDS = (run, dump, launches, bench, refit, plan, autotune, rank)
+SUBCOMMANDS = (run, dump, launches, bench, train, refit, plan, autotune, rank)
 
 EXIT_USAGE = 2
 

@@ -1,0 +1,408 @@
+"""`presk train`: train a model written in PSK-Core: the loss, its gradient and an optimiser step, N times.
+
+    presk train corpus/minigpt.mlir --loss loss --step adamw.step --steps 20 --dim B=4 --dim T=8
+
+The program gives the loss, `(params, ids, targets) -> real`, and the step,
+`(params, grads, m, v, b1t, b2t, lr) -> (params', m', v')` as the corpus's
+`adamw.step` is written. presk adds one function to the program,
+`<loss>.train_step(params, m, v, b1t, b2t, lr, ids, targets) -> (loss,
+params', m', v')`, which asks for `value_and_grad @loss wrt [0]` and calls the
+step; `psk-autodiff` expands it like any other request (`presk.cli.program`),
+so a whole training step is one entry: compiled once into one host program
+(on the kernel backends, its kernels built once), then called once a step with
+the state it returned. Nothing of the loop is written in numpy but the data
+and the two bias-correction scalars, b1t = beta1^t and b2t = beta2^t.
+
+Data are next-token windows of a token stream: each step draws B windows of
+T + 1 tokens at random offsets (`--seed`); ids are their first T tokens and
+targets their last T. The stream is `--data FILE.npz` (its 1-D integer array
+`tokens`), or by default a synthetic one from `--seed`: a Markov chain in
+which every token is followed by one of two successors fixed at random, so
+a model that learns reaches ln 2 and one that learns nothing stays near ln V.
+
+Everything is deterministic given the flags, so a run is reproduced on every
+backend: the kernel interpreter and native give the same losses bit for bit,
+and the reference interpreter gives them within its bound (docs/training.md).
+Ctrl-C stops after the step under way; `--log` then holds every finished step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Attribute, Block, Region
+
+from presk.cli.backends import KERNEL_BACKENDS, host_program
+from presk.cli.guard import EXIT_INTERRUPTED
+from presk.cli.program import (
+    Program,
+    add_input_arguments,
+    add_realize_arguments,
+    add_size_arguments,
+    load_program,
+    pipeline_of,
+    plan_of,
+    realize_program,
+)
+from presk.cli.source import read_input
+from presk.cost.launches import LaunchRow, launch_table, percent
+from presk.diagnostics import PreskError
+from presk.dialects import psk_core as core
+from presk.dialects.psk_core_types import IndexTensorType, RealType, TupleType, describe, leaves
+from presk.interp.inputs import bind, bound_shape, make_inputs
+from presk.interp.reference import find_entry, run_entry
+from presk.ir.parse import ParsedModule
+from presk.jit.executor import HostProgram, flatten_inputs
+from presk.plans import Plan
+
+DEFAULT_LR = 1e-2
+"""AdamW's usual range is 1e-4 to 1e-2; at the small sizes this command is tried at, with the N(0, 1) weights
+`presk run` generates, 1e-2 brings MiniGPT's loss down steadily over twenty steps (docs/training.md)."""
+
+SYNTHETIC_TOKENS = 4096
+"""Length of the default synthetic stream: windows at random offsets rarely repeat over a short run."""
+
+STATE = ("params", "m", "v")
+"""The names of the state arguments of the generated step, also the prefixes of their leaves' paths."""
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "train",
+        help="train a PSK-Core model: the loss's gradient (psk-autodiff) and an optimiser step, N steps",
+        description="Train a model written in PSK-Core. Each step computes the loss and its gradient with respect "
+        "to the parameters (value_and_grad, expanded by psk-autodiff), then calls the step function; the whole step "
+        "is compiled once and run --steps times. Prints one line per step (step, loss, ms).",
+    )
+    add_input_arguments(p)
+    p.add_argument("--loss", required=True, metavar="F", help="the loss: F(params, ids, targets) -> real")
+    p.add_argument(
+        "--step",
+        required=True,
+        metavar="F",
+        help="the optimiser step: F(params, grads, m, v, b1t, b2t, lr) -> (params, m, v), e.g. adamw.step",
+    )
+    p.add_argument("--steps", type=int, default=20, metavar="N", help="training steps (default 20)")
+    add_size_arguments(p)
+    add_realize_arguments(p)
+    p.add_argument(
+        "--backend",
+        default="native",
+        choices=("interp", *KERNEL_BACKENDS),
+        help="interp: the reference interpreter; kernel: the kernels, interpreted exactly; "
+        "native: the kernels compiled by LLVM (default native)",
+    )
+    p.add_argument("--threads", type=int, metavar="N", help="workers of the native backend (default: PRESK_THREADS, else every core)")
+    p.add_argument("--no-fuse", action="store_true", help="launch every primitive by itself (psk-fuse{max-nodes=1})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial parameters, the synthetic stream and the "
+                   "windows' offsets (default 0)")  # fmt: skip
+    p.add_argument("--lr", type=float, default=DEFAULT_LR, help=f"learning rate (default {DEFAULT_LR:g})")
+    p.add_argument("--beta1", type=float, default=0.9, help="the step's beta1, for b1t = beta1^t (default 0.9, "
+                   "adamw.step's constant)")  # fmt: skip
+    p.add_argument("--beta2", type=float, default=0.999, help="the step's beta2, for b2t = beta2^t (default 0.999)")
+    p.add_argument("--data", metavar="FILE.npz", help="the token stream: a 1-D integer array 'tokens' (default: a "
+                   "synthetic stream from --seed)")  # fmt: skip
+    p.add_argument("--log", metavar="TRAIN.jsonl", help="append one JSON line per finished step")
+    p.set_defaults(handler=main)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What the loss takes, checked before anything is generated."""
+
+    params: Attribute
+    data: tuple[Attribute, ...]
+
+
+def check_loss(module: ModuleOp, name: str) -> Signature:
+    """`name`(params, ids, targets) -> real: params of reals, ids and targets index tensors [batch, seq] alike."""
+    loss = find_entry(module, name)
+    inputs, outputs = loss.function_type.inputs.data, loss.function_type.outputs.data
+    shown = f"({', '.join(describe(t) for t in inputs)}) -> ({', '.join(describe(t) for t in outputs)})"
+    if len(outputs) != 1 or not isinstance(outputs[0], RealType):
+        raise PreskError("E4001", f"--loss {name}: a loss returns one real, @{name} is {shown}")
+    if not inputs or any(isinstance(leaf, IndexTensorType) for _, leaf in leaves(inputs[0])):
+        raise PreskError("E4001", f"--loss {name}: its first argument is the parameters, reals to differentiate; "
+                         f"@{name} is {shown}")  # fmt: skip
+    data = tuple(inputs[1:])
+    if len(data) != 2 or not all(isinstance(t, IndexTensorType) and len(t.sizes) == 2 for t in data) or data[0] != data[1]:
+        raise PreskError("E4001", f"--loss {name}: presk train feeds next-token windows, so the loss takes "
+                         f"(params, ids, targets) with ids and targets index tensors [batch, seq] of one type; "
+                         f"@{name} is {shown}")  # fmt: skip
+    return Signature(inputs[0], data)
+
+
+def check_step(module: ModuleOp, name: str, params: Attribute) -> None:
+    """`name`(params, grads, m, v, b1t, b2t, lr) -> tuple<params, params, params>, params the loss's."""
+    step = find_entry(module, name)
+    inputs, outputs = list(step.function_type.inputs.data), list(step.function_type.outputs.data)
+    real = RealType()
+    if inputs != [params] * 4 + [real] * 3 or outputs != [TupleType([params] * 3)]:
+        shown = f"({', '.join(describe(t) for t in inputs)}) -> ({', '.join(describe(t) for t in outputs)})"
+        raise PreskError("E4001", f"--step {name}: a step takes (params, grads, m, v, b1t, b2t, lr) and returns "
+                         f"(params, m, v), with params the loss's {describe(params)}; @{name} is {shown}")  # fmt: skip
+
+
+def add_train_step(parsed: ParsedModule, loss: str, step: str) -> str:
+    """Add `<loss>.train_step` (its name made unique) to the module; returns its name.
+
+    Built in the IR rather than in Python so that the gradient, the step and
+    what joins them are compiled as one program, fused and realized together.
+    """
+    module = parsed.module
+    signature = check_loss(module, loss)
+    check_step(module, step, signature.params)
+    taken = {op.sym_name.data for op in module.walk() if isinstance(op, func.FuncOp)}
+    name, n = f"{loss}.train_step", 1
+    while name in taken:
+        n += 1
+        name = f"{loss}.train_step{n}"
+    P, real = signature.params, RealType()
+    block = Block(arg_types=[P, P, P, real, real, real, *signature.data])
+    for arg, hint in zip(block.args, [*STATE, "b1t", "b2t", "lr", "ids", "targets"]):
+        arg.name_hint = hint
+    params, m, v, b1t, b2t, lr, *data = block.args
+    value_grad = core.ValueAndGradOp(loss, [params, *data], [0])
+    value, grads = core.ProjOp(value_grad.result, 0), core.ProjOp(value_grad.result, 1)
+    call = func.CallOp(step, [params, grads.result, m, v, b1t, b2t, lr], [TupleType([P, P, P])])
+    new_state = [core.ProjOp(call.res[0], i) for i in range(3)]
+    result = core.TupleOp([value.result, *(s.result for s in new_state)])
+    block.add_ops([value_grad, value, grads, call, *new_state, result, func.ReturnOp(result.result)])
+    module.body.block.add_op(
+        func.FuncOp(name, (block.arg_types, [result.result.type]), Region(block))
+    )
+    return name
+
+
+class TokenWindows:
+    """Next-token windows of a token stream, at offsets drawn from a seeded generator."""
+
+    def __init__(self, tokens: np.ndarray, batch: int, seq: int, seed: int) -> None:
+        self.tokens, self.batch, self.seq = tokens, batch, seq
+        self.rng = np.random.default_rng([seed, 2])
+
+    def next(self) -> tuple[np.ndarray, np.ndarray]:
+        offsets = self.rng.integers(0, len(self.tokens) - self.seq, size=self.batch)
+        window = self.tokens[offsets[:, None] + np.arange(self.seq + 1)]
+        return np.ascontiguousarray(window[:, :-1]), np.ascontiguousarray(window[:, 1:])
+
+
+def synthetic_tokens(vocab: int, length: int, seed: int) -> np.ndarray:
+    """A Markov chain over `vocab` tokens in which each token has two successors, equally likely.
+
+    It has structure to learn (its entropy is ln 2 a token), fixed by the seed.
+    """
+    rng = np.random.default_rng([seed, 1])
+    successors = rng.integers(0, vocab, size=(vocab, 2))
+    choices = rng.integers(0, 2, size=length)
+    tokens = np.empty(length, dtype=np.int64)
+    tokens[0] = rng.integers(0, vocab)
+    for i in range(1, length):
+        tokens[i] = successors[tokens[i - 1], choices[i]]
+    return tokens
+
+
+def read_tokens(path: str, vocab: int, seq: int) -> np.ndarray:
+    """`tokens` of an `.npz`: 1-D integers in [0, vocab), more than `seq` of them (E4003 naming the file)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if "tokens" not in archive.files:
+                raise PreskError("E4003", f"{path}: no array 'tokens' (it holds {', '.join(archive.files) or 'nothing'})")
+            tokens = archive["tokens"]
+    except PreskError:
+        raise
+    except Exception as error:  # noqa: BLE001 - numpy reports a bad file in many ways
+        raise PreskError("E4003", f"{path}: not an .npz numpy.savez writes: {error}") from None
+    if tokens.ndim != 1 or tokens.dtype.kind not in "iu":
+        raise PreskError("E4003", f"{path}: 'tokens' is a 1-D integer array, not {tokens.dtype} of shape {list(tokens.shape)}")
+    if len(tokens) <= seq:
+        raise PreskError("E4003", f"{path}: {len(tokens)} tokens; a window needs {seq + 1}")
+    if tokens.min() < 0 or tokens.max() >= vocab:
+        raise PreskError("E4003", f"{path}: tokens lie in [{tokens.min()}, {tokens.max()}], the vocabulary is [0, {vocab})")
+    return tokens.astype(np.int64)
+
+
+class Stepper:
+    """One call a step, on the reference interpreter or a compiled host program; holds the training state."""
+
+    def __init__(self, program: Program, entry: str, plan: Plan | None, args: argparse.Namespace) -> None:
+        func_op = find_entry(program.parsed.module, entry)
+        params = make_inputs(find_entry(program.parsed.module, args.loss), program.env, args.seed)[0]
+        zeros = _zeros_like(params)
+        self.program, self.entry = program, entry
+        self.host: HostProgram | None = None
+        if args.backend == "interp":
+            if plan is not None:
+                realize_program(program, plan)
+            self.state: list[Any] = [params, zeros, _zeros_like(params)]
+            return
+        self.host = host_program(program, entry, plan or plan_of("f64", None), args.backend, args.threads,
+                                 not args.no_fuse)  # fmt: skip
+        n = len(list(leaves(func_op.function_type.inputs.data[0])))
+        prepared = self.host.prepare_inputs(flatten_inputs([params, zeros, _zeros_like(params)]))
+        self.state = prepared[: 3 * n]
+        self.feedback = _feedback(self.host, n)
+
+    def __call__(self, b1t: float, b2t: float, lr: float, ids: np.ndarray, targets: np.ndarray) -> float:
+        if self.host is None:
+            (result,) = run_entry(self.program.parsed.module, self.entry, [*self.state, b1t, b2t, lr, ids, targets],
+                                  self.program.env)  # fmt: skip
+            loss, *self.state = result
+            return float(loss)
+        scalars = [np.float64(b1t), np.float64(b2t), np.float64(lr)]
+        out = self.host([*self.state, *scalars, ids, targets])
+        self.state = [out[i] for i in self.feedback]
+        return float(out[0])
+
+
+def _zeros_like(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _zeros_like(v) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_zeros_like(v) for v in tree)
+    return np.zeros_like(tree) if isinstance(tree, np.ndarray) else 0.0
+
+
+def _feedback(host: HostProgram, n: int) -> list[int]:
+    """For each state input (params, m, v leaves, in order), the result leaf that replaces it the next step.
+
+    Matched by path ("1.blocks.attn.wq" is "params.blocks.attn.wq") rather than
+    assumed from the order, so a change in how paths are laid out is caught here.
+    """
+    results = {path: i for i, path in enumerate(host.result_paths)}
+    order = []
+    for path in host.argument_paths[: 3 * n]:
+        head, _, rest = path.partition(".")
+        key = f"{STATE.index(head) + 1}" + (f".{rest}" if rest else "")
+        if key not in results:
+            raise PreskError("E3003", f"the step's result has no leaf {key} for its argument {path}")
+        order.append(results[key])
+    if host.result_paths[0] != "0":
+        raise PreskError("E3003", f"the step's first result leaf is {host.result_paths[0]}, not the loss")
+    return order
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.steps < 1:
+        raise PreskError("E4001", f"--steps {args.steps}: give at least one step")
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise PreskError("E4001", f"--lr {args.lr}: give a positive learning rate")
+    if not all(0 <= b < 1 for b in (args.beta1, args.beta2)):
+        raise PreskError("E4001", "--beta1 and --beta2 lie in [0, 1)")
+    if args.threads is not None and args.backend != "native":
+        raise PreskError("E4001", "--threads divides the native backend's kernels: give --backend native")
+    plan = plan_of(args.realize, args.plan)
+    passes = pipeline_of(args)
+    source = read_input(args.file)
+    names: list[str] = []
+
+    def extend(parsed: ParsedModule) -> None:
+        names.append(add_train_step(parsed, args.loss, args.step))
+
+    start = time.perf_counter()
+    try:
+        program = load_program(source, args.dim, args.const, passes, extend=extend)
+        entry = names[0]
+        ids_type = check_loss(program.parsed.module, args.loss).data[0]
+        assert isinstance(ids_type, IndexTensorType)
+        batch, seq = bound_shape(ids_type, program.env, "ids")
+        vocab = bind(ids_type.range, program.env, "ids")
+        # Counted before the reference interpreter's realization fuses the module in place.
+        row = launch_table(program.parsed.module, [entry], program.env)[0]
+        stepper = Stepper(program, entry, plan, args)
+    except PreskError as error:
+        raise error.located(source.name) from None
+    tokens = read_tokens(args.data, vocab, seq) if args.data else synthetic_tokens(vocab, SYNTHETIC_TOKENS, args.seed)
+    windows = TokenWindows(tokens, batch, seq, args.seed)
+    realization = plan.realization.default if plan is not None else "f64"
+    print(f"presk train: @{args.loss} and its gradient, then @{args.step}; {args.backend} backend, {realization}; "
+          f"B={batch} T={seq} V={vocab}, lr {args.lr:g}, seed {args.seed}; ready in {time.perf_counter() - start:.1f} s")  # fmt: skip
+    print(_launches_line(row, stepper.host))
+    log = _open_log(args.log) if args.log else None
+    try:
+        done = _loop(args, stepper, windows, realization, log)
+    finally:
+        if log is not None:
+            log.close()
+    if done < args.steps:
+        print(f"presk: interrupted: stopped after step {done} of {args.steps}"
+              + (f"; {args.log} holds every finished step" if args.log else ""), file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _launches_line(row: LaunchRow, host: HostProgram | None) -> str:
+    """The launches of one whole training step, as `presk launches` counts them, and the host program's own.
+
+    `row` is counted on the program as loaded (differentiated, not yet
+    fused), so it is the same on every backend; the host program's count is lower again
+    where psk-fuse-launches merged launches.
+    """
+    line = (f"launches of a training step: {row.unfused} without fusion, {row.fused} with psk-fuse "
+            f"({percent(1 - row.fused / max(row.unfused, 1))} removed)")  # fmt: skip
+    if host is not None:
+        line += f"; the host program makes {host.launch_count} (psk-fuse-launches)"
+    return line
+
+
+def _open_log(path: str) -> TextIO:
+    try:
+        return open(path, "a", encoding="utf-8")
+    except OSError as error:
+        raise PreskError("E0001", f"cannot write {path}: {error.strerror}") from None
+
+
+def _loop(args: argparse.Namespace, stepper: Stepper, windows: TokenWindows, realization: str, log: TextIO | None) -> int:
+    """Run the steps; returns how many finished (fewer when Ctrl-C asked to stop)."""
+    with _StopOnInterrupt() as stop:
+        for t in range(1, args.steps + 1):
+            ids, targets = windows.next()
+            began = time.perf_counter()
+            loss = stepper(args.beta1**t, args.beta2**t, args.lr, ids, targets)
+            ms = (time.perf_counter() - began) * 1e3
+            print(f"step {t:>4}  loss {loss!r:<22}  {ms:9.2f} ms", flush=True)
+            if log is not None:
+                record = {"step": t, "loss": loss, "ms": round(ms, 3), "backend": args.backend,
+                          "realization": realization, "seed": args.seed, "lr": args.lr}  # fmt: skip
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+            if not math.isfinite(loss):
+                raise PreskError("E4001", f"step {t}: the loss is {loss}, training diverged; lower --lr (it is {args.lr:g})")
+            if stop():
+                return t
+    return args.steps
+
+
+class _StopOnInterrupt:
+    """Ctrl-C asks the loop to stop after the step under way; a second Ctrl-C interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.previous: Any = None
+
+    def __enter__(self) -> Callable[[], bool]:
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        return lambda: self.requested
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("presk: stopping after this step (Ctrl-C again to stop now)", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
