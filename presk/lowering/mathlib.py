@@ -26,6 +26,7 @@ __all__ = [
     "EMITTERS",
     "IROps",
     "TargetAttributes",
+    "branch_to_exact",
     "define_map_kernel",
     "emit_divide",
     "emit_erf",
@@ -208,8 +209,72 @@ def emit_divide(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
 
 
 def emit_exp(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """e**x (overflow to +inf, underflow through subnormals to +0)."""
-    return spec.exp(IROps(builder, x.type), x)
+    """e**x (overflow to +inf, underflow through subnormals to +0).
+
+    A vector takes the form without the subnormal path unless a lane lies
+    below `exp_normal_from`, and calls the whole method, out of line, when
+    one does: the same bits either way, and the subnormal path's twenty
+    instructions only where a result can be subnormal. Out of line (`noinline`,
+    `cold`), its constants stay out of the caller's registers.
+    """
+    if not isinstance(x.type, ir.VectorType):
+        return spec.exp(IROps(builder, x.type), x)
+    fast = spec.exp(IROps(builder, x.type), x, subnormals=False)
+    fmt = spec.F32 if isinstance(x.type.element, ir.FloatType) else spec.F64
+    low = builder.fcmp_ordered("<", x, ir.Constant(x.type, [spec.exp_normal_from(fmt)] * x.type.count))
+    return branch_to_exact(builder, low, fast, "presk.exp.exact", [x], lambda b, a: spec.exp(IROps(b, a[0].type), a[0]))
+
+
+def branch_to_exact(
+    builder: ir.IRBuilder,
+    lanes: ir.Value,
+    fast: ir.Value,
+    name: str,
+    args: list[ir.Value],
+    exact: Callable[[ir.IRBuilder, list[ir.Value]], ir.Value],
+) -> ir.Value:
+    """`fast`, unless a lane of the mask `lanes` is set: then `exact(args)`, a function of the module
+    (`name.<type>`, defined once, `noinline` and `cold`, with the calling function's target attributes)."""
+    vty = fast.type
+    flags = lanes.type
+    reduce_or = _declared(builder.module, f"llvm.vector.reduce.or.v{flags.count}i1", ir.FunctionType(ir.IntType(1), [flags]))
+    any_lane = builder.call(reduce_or, [lanes])
+    full = f"{name}.v{vty.count}{vty.element.intrinsic_name}"
+    fn = builder.module.globals.get(full)
+    if not isinstance(fn, ir.Function):
+        fn = ir.Function(builder.module, ir.FunctionType(vty, [a.type for a in args]), full)
+        fn.linkage = "internal"
+        fn.attributes = _OutOfLine(getattr(builder.function.attributes, "strings", {}))
+        inner = ir.IRBuilder(fn.append_basic_block("entry"))
+        inner.ret(exact(inner, list(fn.args)))
+    before = builder.block
+    slow = builder.append_basic_block(f"{before.name}.exact")
+    join = builder.append_basic_block(f"{before.name}.fast")
+    builder.cbranch(any_lane, slow, join)
+    builder.position_at_end(slow)
+    result = builder.call(fn, args)
+    builder.branch(join)
+    builder.position_at_end(join)
+    merged = builder.phi(vty)
+    merged.add_incoming(fast, before)
+    merged.add_incoming(result, slow)
+    return merged
+
+
+class _OutOfLine(ir.FunctionAttributes):
+    """`nounwind noinline cold`, with the caller's `"key"="value"` attributes (its target)."""
+
+    def __init__(self, strings: dict[str, str]) -> None:
+        self.strings = dict(strings)
+        super().__init__(["nounwind", "noinline", "cold"])
+
+    def _to_list(self, ret_type: ir.Type) -> list[str]:
+        return [*super()._to_list(ret_type), *(f'"{k}"="{v}"' for k, v in self.strings.items())]
+
+
+def _declared(module: ir.Module, name: str, signature: ir.FunctionType) -> ir.Function:
+    existing = module.globals.get(name)
+    return existing if isinstance(existing, ir.Function) else ir.Function(module, signature, name)
 
 
 def emit_log(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -287,7 +352,7 @@ def define_map_kernel(module: ir.Module, name: str, emit: Emitter, element: ir.T
         b.position_at_end(vbody)
         v = b.load(b.bitcast(b.gep(src, [i]), vptr), align=_element_size(element))
         b.store(emit(b, v), b.bitcast(b.gep(dst, [i]), vptr), align=_element_size(element))
-        i.add_incoming(b.add(i, i64(lanes)), vbody)
+        i.add_incoming(b.add(i, i64(lanes)), b.block)  # an emitter may branch
         b.branch(vhead)
         b.position_at_end(vdone)
         start_rest = vdone

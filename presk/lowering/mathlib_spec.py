@@ -199,6 +199,11 @@ def _scale_normal(o: Ops[F, I, M], y: F, k: I, kf: F) -> F:
     return res
 
 
+def exp_normal_from(fmt: Format) -> float:
+    """An x from which on e**x is a normal number or more (k >= 1 - bias), with a margin for k's rounding."""
+    return (1.0 - fmt.bias) * math.log(2.0) + 0.01
+
+
 def _scale_subnormal(o: Ops[F, I, M], y: F, k: I) -> F:
     """y * 2**k rounded to the subnormal grid, for 2**-(bias+p) <~ y * 2**k < 2**(1-bias).
 
@@ -214,12 +219,17 @@ def _scale_subnormal(o: Ops[F, I, M], y: F, k: I) -> F:
     return o.from_bits(o.isub(o.bits(o.add(v, o.const(shifter))), o.iconst(fmt.to_bits(shifter))))
 
 
-def exp(o: Ops[F, I, M], x: F) -> F:
+def exp(o: Ops[F, I, M], x: F, subnormals: bool = True) -> F:
+    """e**x. With `subnormals=False` a subnormal result is the IEEE product's
+    own rounding (the same bits, formed in microcode on x86): the cheaper
+    form for vectors with no lane below `exp_normal_from` (`IROps` branches)."""
     fmt = o.fmt
     xc = o.select(o.lt(x, o.const(fmt.exp_lo)), o.const(fmt.exp_lo), x)
     xc = o.select(o.gt(xc, o.const(fmt.exp_hi)), o.const(fmt.exp_hi), xc)
     k, kf, r = _reduce_ln2_kf(o, xc)
     y = horner(o, r, (1.0, 1.0, *o.fmt.table["EXP_POLY"]))
+    if not subnormals:
+        return o.select(o.isnan(x), o.add(x, x), _scale_normal(o, y, k, kf))
     # Each path sees a harmless k in the other's lanes, so that neither path
     # forms a subnormal in a lane whose result it does not give.
     tiny = o.lt(kf, o.const(1.0 - fmt.bias))

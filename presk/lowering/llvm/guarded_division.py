@@ -11,9 +11,10 @@ normal range (|a| >= b * 2**(1-bias)), and calls the exact method when
 one is: rows of a narrow range never pay for the method, rows of a wide
 one never for the microcode.
 
-The exact method is a function of its own (`noinline`, `cold`): inline,
-LLVM would hoist its dozen vector constants out of the whole kernel and
-keep them in registers through the softmax's other passes, which then spill.
+The exact method is a function of its own (`noinline`, `cold`,
+`mathlib.branch_to_exact`): inline, LLVM would hoist its dozen vector
+constants out of the whole kernel and keep them in registers through the
+softmax's other passes, which then spill.
 
 LLVM's loop vectoriser would turn the branch into both paths and a blend,
 so the parallel loop around such a division runs as vectors of the
@@ -32,11 +33,11 @@ from xdsl.ir import Operation
 
 from presk.analysis import constant_int
 from presk.dialects.psk_kernel import PARALLEL, SUBNORMAL_NUMERATOR
-from presk.lowering.llvm.irtypes import I1, I64
+from presk.lowering.llvm.irtypes import I64
 from presk.lowering.llvm.loops import ScalarLoops
 from presk.lowering.llvm.math_calls import emit_divide
-from presk.lowering.llvm.target import FunctionAttributes, target_attributes
 from presk.lowering.llvm.vector_body import vector_body
+from presk.lowering.mathlib import branch_to_exact
 from presk.lowering.mathlib_spec import F32, F64
 from presk.target import Machine
 
@@ -79,52 +80,17 @@ def guarded_division(loop: scf.ForOp, machine: Machine) -> GuardedDivision | Non
     return GuardedDivision(lanes, vector_loads)
 
 
-def emit_guarded_divide(builder: ir.IRBuilder, a: ir.Value, b: ir.Value, machine: Machine) -> ir.Value:
+def emit_guarded_divide(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
     """`a / b` of vectors: `fdiv`, unless a lane's quotient is below the normal range: then the exact method."""
     fmt = F32 if isinstance(a.type.element, ir.FloatType) else F64
-    lanes = a.type.count
     fast = builder.fdiv(a, b)
-    magnitude = builder.call(_overloaded(builder.module, "llvm.fabs", a.type, [a.type]), [a])
-    small = builder.fcmp_ordered("<", magnitude, builder.fmul(b, ir.Constant(a.type, [fmt.min_normal] * lanes)))
-    any_small = builder.call(_overloaded(builder.module, "llvm.vector.reduce.or", I1, [small.type]), [small])
-    before = builder.block
-    exact_block = builder.append_basic_block(f"{before.name}.exact")
-    join = builder.append_basic_block(f"{before.name}.divided")
-    builder.cbranch(any_small, exact_block, join)
-    builder.position_at_end(exact_block)
-    exact = builder.call(_exact_divide(builder.module, a.type, machine), [a, b])
-    builder.branch(join)
-    builder.position_at_end(join)
-    quotient = builder.phi(a.type)
-    quotient.add_incoming(fast, before)
-    quotient.add_incoming(exact, exact_block)
-    return quotient
-
-
-def _overloaded(module: ir.Module, name: str, result: ir.Type, args: list[ir.Type]) -> ir.Function:
-    """An intrinsic overloaded on its first argument's vector type (`llvm.fabs.v16f32`), declared once."""
-    ty = args[0]
-    element = ty.element
-    suffix = f"i{element.width}" if isinstance(element, ir.IntType) else element.intrinsic_name
-    full = f"{name}.v{ty.count}{suffix}"
-    existing = module.globals.get(full)
-    if isinstance(existing, ir.Function):
-        return existing
-    return ir.Function(module, ir.FunctionType(result, args), full)
-
-
-def _exact_divide(module: ir.Module, ty: ir.VectorType, machine: Machine) -> ir.Function:
-    """`presk.divide.exact.<ty>(a, b)`: `mathlib_spec.divide` out of line, defined once per module."""
-    name = f"presk.divide.exact.v{ty.count}{ty.element.intrinsic_name}"
-    existing = module.globals.get(name)
-    if isinstance(existing, ir.Function):
-        return existing
-    fn = ir.Function(module, ir.FunctionType(ty, [ty, ty]), name)
-    fn.linkage = "internal"
-    fn.attributes = FunctionAttributes(target_attributes(machine), ["nounwind", "noinline", "cold"])
-    builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    builder.ret(emit_divide(builder, *fn.args))
-    return fn
+    fabs_name = f"llvm.fabs.v{a.type.count}{a.type.element.intrinsic_name}"
+    fabs = builder.module.globals.get(fabs_name)
+    if not isinstance(fabs, ir.Function):
+        fabs = ir.Function(builder.module, ir.FunctionType(a.type, [a.type]), fabs_name)
+    threshold = builder.fmul(b, ir.Constant(a.type, [fmt.min_normal] * a.type.count))
+    small = builder.fcmp_ordered("<", builder.call(fabs, [a]), threshold)
+    return branch_to_exact(builder, small, fast, "presk.divide.exact", [a, b], lambda inner, args: emit_divide(inner, *args))
 
 
 class GuardedDivisionLoops(ScalarLoops):

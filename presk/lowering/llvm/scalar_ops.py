@@ -65,7 +65,7 @@ class ScalarOps(TranslatorBase):
         elif name == "arith.divf" and SUBNORMAL_NUMERATOR in op.attributes:
             x, y = self.operands(op)
             if isinstance(x.type, ir.VectorType):
-                self.values[op.results[0]] = emit_guarded_divide(b, x, y, self.machine)
+                self.values[op.results[0]] = emit_guarded_divide(b, x, y)
             else:
                 self.values[op.results[0]] = emit_divide(b, x, y)
         elif name in _BINARY_FLOAT:
