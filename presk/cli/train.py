@@ -43,6 +43,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, Region
+from xdsl.passes import ModulePass
 
 from presk.cli.backends import KERNEL_BACKENDS, host_program
 from presk.cli.guard import EXIT_INTERRUPTED
@@ -56,7 +57,7 @@ from presk.cli.program import (
     plan_of,
     realize_program,
 )
-from presk.cli.source import read_input
+from presk.cli.source import Source, read_input
 from presk.cost.launches import LaunchRow, launch_table, percent
 from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
@@ -257,8 +258,10 @@ class Stepper:
 
     def __call__(self, b1t: float, b2t: float, lr: float, ids: np.ndarray, targets: np.ndarray) -> float:
         if self.host is None:
-            (result,) = run_entry(self.program.parsed.module, self.entry, [*self.state, b1t, b2t, lr, ids, targets],
-                                  self.program.env)  # fmt: skip
+            # A step that overflows is reported once, by its non-finite loss, not by numpy's warnings.
+            with np.errstate(all="ignore"):
+                (result,) = run_entry(self.program.parsed.module, self.entry, [*self.state, b1t, b2t, lr, ids, targets],
+                                      self.program.env)  # fmt: skip
             loss, *self.state = result
             return float(loss)
         scalars = [np.float64(b1t), np.float64(b2t), np.float64(lr)]
@@ -306,6 +309,23 @@ def main(args: argparse.Namespace) -> int:
     plan = plan_of(args.realize, args.plan)
     passes = pipeline_of(args)
     source = read_input(args.file)
+    log = _open_log(args.log) if args.log else None  # refused before minutes of compiling, not after
+    try:
+        done = _train(args, plan, passes, source, log)
+    finally:
+        if log is not None:
+            log.close()
+    if done < args.steps:
+        print(f"presk: interrupted: stopped after step {done} of {args.steps}"
+              + (f"; {args.log} holds every finished step" if args.log else ""), file=sys.stderr)  # fmt: skip
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _train(
+    args: argparse.Namespace, plan: Plan | None, passes: tuple[ModulePass, ...], source: Source, log: TextIO | None
+) -> int:
+    """Load, differentiate and compile the step, then run it; returns the steps finished."""
     names: list[str] = []
 
     def extend(parsed: ParsedModule) -> None:
@@ -330,17 +350,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"presk train: @{args.loss} and its gradient, then @{args.step}; {args.backend} backend, {realization}; "
           f"B={batch} T={seq} V={vocab}, lr {args.lr:g}, seed {args.seed}; ready in {time.perf_counter() - start:.1f} s")  # fmt: skip
     print(_launches_line(row, stepper.host))
-    log = _open_log(args.log) if args.log else None
-    try:
-        done = _loop(args, stepper, windows, realization, log)
-    finally:
-        if log is not None:
-            log.close()
-    if done < args.steps:
-        print(f"presk: interrupted: stopped after step {done} of {args.steps}"
-              + (f"; {args.log} holds every finished step" if args.log else ""), file=sys.stderr)  # fmt: skip
-        return EXIT_INTERRUPTED
-    return 0
+    return _loop(args, stepper, windows, realization, log)
 
 
 def _launches_line(row: LaunchRow, host: HostProgram | None) -> str:
@@ -374,12 +384,17 @@ def _loop(args: argparse.Namespace, stepper: Stepper, windows: TokenWindows, rea
             ms = (time.perf_counter() - began) * 1e3
             print(f"step {t:>4}  loss {loss!r:<22}  {ms:9.2f} ms", flush=True)
             if log is not None:
-                record = {"step": t, "loss": loss, "ms": round(ms, 3), "backend": args.backend,
+                # A loss that is not finite is null: NaN and Infinity are not JSON.
+                record = {"step": t, "loss": loss if math.isfinite(loss) else None, "ms": round(ms, 3), "backend": args.backend,
                           "realization": realization, "seed": args.seed, "lr": args.lr}  # fmt: skip
                 log.write(json.dumps(record) + "\n")
                 log.flush()
             if not math.isfinite(loss):
-                raise PreskError("E4001", f"step {t}: the loss is {loss}, training diverged; lower --lr (it is {args.lr:g})")
+                hint = f"lower --lr (it is {args.lr:g})"
+                if realization == "bf16":
+                    # bf16 keeps 8 bits: beta2 = 0.999 and 0.999^t (small t) are 1, so 1 - beta2 and 1 - b2t are 0.
+                    hint += ", or realize in f32: in bf16, 0.999 rounds to 1, so AdamW's 1 - beta2 and 1 - b2t are 0"
+                raise PreskError("E4001", f"step {t}: the loss is {loss}, training diverged; {hint}")
             if stop():
                 return t
     return args.steps

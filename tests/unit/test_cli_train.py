@@ -1,6 +1,6 @@
 """`presk train`: twenty MiniGPT steps that every backend reproduces, a loss that falls, a clean Ctrl-C, clear errors.
 
-Reproduction (docs/training.md §5): the kernel interpreter and native run the
+Reproduction (docs/training.md §4): the kernel interpreter and native run the
 same kernels, so their losses are the same bits, in f64 and in f32. The
 reference interpreter computes the same functions in another order (its
 numpy sums, its exp): each step's loss and gradient agree within the
@@ -153,6 +153,17 @@ func.func @swapped(%ids: !Ids, %params: !Mini, %targets: !Ids) -> !R {
 """)
     status, _, err = run("train", str(program), "--loss", "swapped", "--step", "adamw.step", *SMALL, "--backend", "interp")
     assert status == 1 and "E4001: --loss swapped: its first argument is the parameters" in err, err
+
+
+def test_a_diverging_run_stops_with_a_diagnostic(tmp_path: Path) -> None:
+    """In bf16, AdamW's 0.999 rounds to 1 and its bias correction divides by 0: the loss turns nan, and the run
+    stops there with a hint, the log holding the steps done (the non-finite loss as null, since NaN is not JSON)."""
+    log = tmp_path / "bf16.jsonl"
+    status, out, err = run(*TRAIN, "--backend", "interp", "--realize", "bf16", "--steps", "5", "--log", str(log))
+    assert status == 1
+    assert "E4001: step 2: the loss is nan, training diverged; lower --lr" in err and "realize in f32" in err
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2] and records[1]["loss"] is None and records[0]["loss"] > 0
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
