@@ -94,11 +94,13 @@ def load_program(
     consts: list[str],
     passes: Sequence[ModulePass] = (),
     extend: Callable[[ParsedModule], None] | None = None,
+    remat: str = "save",
 ) -> Program:
     """Parse and verify `source` (a path, or what `read_input` read), run `passes`, resolve the sizes, differentiate.
 
     `extend` adds to the parsed module before the passes run (`presk train`
-    adds the function of its step there, so the user's pipeline sees it too).
+    adds the function of its step there, so the user's pipeline sees it too);
+    `remat` is the mode of the `psk-autodiff` run here (`presk train --remat`).
     A pass's error placed in the program carries its source line.
     """
     if isinstance(source, str):
@@ -118,7 +120,7 @@ def load_program(
         if any(isinstance(op, FoldOp) for op in parsed.module.walk()):
             # A fold's gradient runs its layers one by one: the layer count must be an integer.
             _bind_keeping_declarations(ctx, parsed, env)
-        _run_located(ctx, AutoDiff(), parsed)
+        _run_located(ctx, AutoDiff(remat=remat), parsed)
     return Program(parsed, env)
 
 

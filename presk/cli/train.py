@@ -66,6 +66,7 @@ from presk.interp.inputs import bind, bound_shape, make_inputs
 from presk.interp.reference import find_entry, run_entry
 from presk.ir.parse import ParsedModule
 from presk.jit.executor import HostProgram, flatten_inputs
+from presk.passes.autodiff import REMAT_MODES
 from presk.plans import Plan
 
 DEFAULT_LR = 1e-2
@@ -115,6 +116,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--beta2", type=float, default=0.999, help="the step's beta2, for b2t = beta2^t (default 0.999)")
     p.add_argument("--data", metavar="FILE.npz", help="the token stream: a 1-D integer array 'tokens' (default: a "
                    "synthetic stream from --seed)")  # fmt: skip
+    p.add_argument("--remat", choices=REMAT_MODES, default="save", help="save: loss.fwd keeps the residuals loss.bwd "
+                   "reads (default); recompute: one loss.vjp recomputes them (psk-autodiff{remat=recompute})")  # fmt: skip
     p.add_argument("--log", metavar="TRAIN.jsonl", help="append one JSON line per finished step")
     p.set_defaults(handler=main)
 
@@ -333,7 +336,7 @@ def _train(
 
     start = time.perf_counter()
     try:
-        program = load_program(source, args.dim, args.const, passes, extend=extend)
+        program = load_program(source, args.dim, args.const, passes, extend=extend, remat=args.remat)
         entry = names[0]
         ids_type = check_loss(program.parsed.module, args.loss).data[0]
         assert isinstance(ids_type, IndexTensorType)
@@ -348,7 +351,7 @@ def _train(
     windows = TokenWindows(tokens, batch, seq, args.seed)
     realization = plan.realization.default if plan is not None else "f64"
     print(f"presk train: @{args.loss} and its gradient, then @{args.step}; {args.backend} backend, {realization}; "
-          f"B={batch} T={seq} V={vocab}, lr {args.lr:g}, seed {args.seed}; ready in {time.perf_counter() - start:.1f} s")  # fmt: skip
+          f"remat={args.remat}; B={batch} T={seq} V={vocab}, lr {args.lr:g}, seed {args.seed}; ready in {time.perf_counter() - start:.1f} s")  # fmt: skip
     print(_launches_line(row, stepper.host))
     return _loop(args, stepper, windows, realization, log)
 

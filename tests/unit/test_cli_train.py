@@ -155,6 +155,22 @@ func.func @swapped(%ids: !Ids, %params: !Mini, %targets: !Ids) -> !R {
     assert status == 1 and "E4001: --loss swapped: its first argument is the parameters" in err, err
 
 
+def test_remat_recompute_trains_the_same_bits(tmp_path: Path) -> None:
+    """`--remat recompute` runs loss.vjp (the forward pass again inside it) instead of loss.fwd/loss.bwd: the same
+    operations on the same values, so the same losses, and more launches a step."""
+    logs, headers = {}, {}
+    for remat in ("save", "recompute"):
+        logs[remat] = tmp_path / f"{remat}.jsonl"
+        status, out, err = run(*TRAIN, "--steps", "8", "--backend", "interp", "--remat", remat, "--log", str(logs[remat]))
+        assert status == 0, err
+        headers[remat] = out.splitlines()[1]
+        assert f"remat={remat}" in out.splitlines()[0]
+    losses = {r: [json.loads(line)["loss"] for line in logs[r].read_text().splitlines()] for r in logs}
+    assert losses["save"] == losses["recompute"] and len(losses["save"]) == 8
+    counts = {r: int(headers[r].split(": ")[1].split(" ")[0]) for r in headers}  # launches without fusion
+    assert counts["recompute"] > counts["save"]
+
+
 def test_a_diverging_run_stops_with_a_diagnostic(tmp_path: Path) -> None:
     """In bf16, AdamW's 0.999 rounds to 1 and its bias correction divides by 0: the loss turns nan, and the run
     stops there with a hint, the log holding the steps done (the non-finite loss as null, since NaN is not JSON)."""
