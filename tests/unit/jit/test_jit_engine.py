@@ -88,7 +88,6 @@ def test_vector_kernel_uses_the_widest_registers(engine: JitEngine) -> None:
         (UNRESOLVED_CALL_IR, "presk_no_such_function"),
         (UNRESOLVED_GLOBAL_IR, "presk_no_such_global"),
         (UNKNOWN_INTRINSIC_IR, "llvm.presk.bogus"),
-        (LIBCALL_IR, "__divti3"),
     ],
 )
 def test_unresolved_symbol_is_an_error_not_a_crash(engine: JitEngine, ir: str, symbol: str) -> None:
@@ -98,6 +97,43 @@ def test_unresolved_symbol_is_an_error_not_a_crash(engine: JitEngine, ir: str, s
     assert error.value.code == "E5001"
     assert symbol in error.value.message and "unresolved" in error.value.message
     assert engine.kernel(NOOP_IR, "noop").address  # the engine is still usable
+
+
+def test_a_runtime_library_call_is_refused_where_the_process_lacks_it(engine: JitEngine, cache_dir: Path) -> None:
+    """`__divti3`, which a 128-bit division calls, is not in CPython, but a library loaded into the process
+    provides it (libgcc_s: importing Ray loads it, and so does this suite's collection). Where the process has
+    it, the kernel links and divides; a fresh interpreter, which lacks it, refuses the kernel with E5001."""
+    import llvmlite.binding as llvm
+
+    if llvm.address_of_symbol("__divti3"):
+        kernel = engine.kernel(LIBCALL_IR, "divides")
+        args = np.zeros(4, dtype=np.uint64)
+        x, d = 10**30, 7
+        args[0], args[1], args[2], args[3] = x & (2**64 - 1), x >> 64, d, 0
+        kernel(args.ctypes.data, 0, 1)
+        assert int(args[0]) + (int(args[1]) << 64) == x // d
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.path.insert(0, sys.argv[1])
+        from jit_kernels import LIBCALL_IR
+        from presk.diagnostics import PreskError
+        from presk.jit.engine import JitEngine
+        import llvmlite.binding as llvm
+        engine = JitEngine()
+        assert not llvm.address_of_symbol("__divti3")
+        try:
+            engine.compile(LIBCALL_IR)
+        except PreskError as error:
+            print(error.code, "__divti3" in error.message and "unresolved" in error.message)
+        """
+    )
+    env = {**os.environ, "PRESK_CACHE_DIR": str(cache_dir)}
+    here = str(Path(__file__).parent)
+    command = [sys.executable, "-c", script, here]
+    result = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["E5001", "True"]
 
 
 def test_the_object_check_sees_runtime_calls(engine: JitEngine) -> None:
