@@ -242,9 +242,12 @@ def emit_product(
     kb: KernelBuilder, labels: Sequence[Sequence[str]], inputs: Sequence[Operand], rt: TensorType,
     summed: Sequence[str], sizes: Mapping[str, int], out: SSAValue, arith_type: Attribute,
 ) -> None:  # fmt: skip
-    """out[r] = Σ over the summed axes, in increasing order, of the operands' product; two operands by FMA."""
+    """out[r] = Σ over the summed axes, in increasing order, of the operands' product; two operands by FMA.
+
+    A real result (the dot of two vectors) is the nest of no loops.
+    """
     with kb.nest(static_sizes(rt)) as ivs:
-        index = dict(zip(rt.names, ivs))
+        index = dict(zip(rt.names if isinstance(rt, TensorType) else (), ivs))
 
         def term(at: Mapping[str, SSAValue]) -> list[Scalar]:
             return [
