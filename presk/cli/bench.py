@@ -90,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
         open_profile(args.calibrate, target_machine(), args.rules)
     source = read_input(args.file)
     try:
-        program = load_program(source, args.dim, args.const, passes)
+        program = load_program(source, args.dim, args.const, passes, opt=args.opt)
     except PreskError as error:
         raise error.located(source.name) from None
     runner = make_runner(args.backend, args.threads)

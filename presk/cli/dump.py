@@ -4,7 +4,8 @@
 program (PSK-Kernel), and the LLVM IR the native backend compiles.
 `--stage core` prints the verified PSK-Core program, bound to the given
 sizes when `--dim`/`--const` are passed (so the types show the integers a
-run would use). `--stage realize` (alias `sched`, its name until PSK-Sched
+run would use); `--stage core-opt` prints it after `psk-egraph-opt` (what
+`--opt` runs), with the report of every function on stderr. `--stage realize` (alias `sched`, its name until PSK-Sched
 was renamed) prints it after `psk-fuse` and `psk-realize`: every launch a
 `psk_realize.group` or `psk_realize.nest` carrying its site name, its
 realization (`--realize`, f64 by default, or the plan's) and its layout,
@@ -50,7 +51,7 @@ from presk.ir.names import binding_names
 from presk.ir.print import AliasPrinter, _alias_table, print_module
 from presk.passes.bind import BindSizes
 
-STAGES = ("core", "realize", "kernel", "llvm")
+STAGES = ("core", "core-opt", "realize", "kernel", "llvm")
 ALIASES = {"sched": "realize"}
 """`--stage sched` is kept as an alias of `--stage realize`."""
 
@@ -78,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
     plan = plan_of(args.realize, args.plan)
     if stage in ("kernel", "llvm") and not args.entry:
         raise PreskError("E4001", f"--stage {stage} prints one entry's kernels: pass --entry F")
-    if plan is not None and stage == "core":
+    if plan is not None and stage in ("core", "core-opt"):
         given = "--plan" if args.plan is not None else "--realize"
         raise PreskError("E4001", f"{given} realizes the program: it applies to --stage realize, not --stage {stage}")
     passes = pipeline_of(args)
@@ -90,7 +91,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _dump(args: argparse.Namespace, stage: str, plan: Any, source: Source, passes: tuple[ModulePass, ...]) -> int:
-    program = load_program(source, args.dim, args.const, passes)
+    core_opt = stage == "core-opt"  # the program rewritten, and the report of every function on stderr
+    program = load_program(source, args.dim, args.const, passes, opt=args.opt or core_opt, opt_report=core_opt)
     module, aliases = program.parsed.module, program.parsed.aliases
     if stage in ("kernel", "llvm"):
         kernels = compile_entry(program, args.entry, plan or plan_of("f64", None), fuse=not args.no_fuse)
@@ -108,7 +110,7 @@ def _dump(args: argparse.Namespace, stage: str, plan: Any, source: Source, passe
         # The file's aliases name the bound types too, so the dump stays as short as the source.
         aliases = {name: map_type(value, lambda s: program.env.get(s, s) if isinstance(s, str) else s)
                    for name, value in aliases.items()}  # fmt: skip
-    if stage == "core":
+    if stage in ("core", "core-opt"):
         sys.stdout.write(print_module(module, aliases))
         return 0
     names = core_names(module)

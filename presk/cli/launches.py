@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
     passes = pipeline_of(args)
     source = read_input(args.file)
     try:
-        program = load_program(source, args.dim, args.const, passes)
+        program = load_program(source, args.dim, args.const, passes, opt=args.opt)
         module, env = program.parsed.module, program.env
         entries = args.entry or None
         text = format_table(launch_table(module, entries, env))

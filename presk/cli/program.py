@@ -22,8 +22,9 @@ Errors placed at an operation of the program carry its source line
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.passes import ModulePass
@@ -39,6 +40,7 @@ from presk.ir.parse import ParsedModule, parse_module
 from presk.universe import load_multiverse
 from presk.passes.autodiff import AutoDiff
 from presk.passes.bind import BindSizes
+from presk.passes.egraph import FunctionReport, format_reports, optimize_module
 from presk.passes.fuse import FuseElementwise
 from presk.passes.realize import apply_plan
 from presk.plans import Plan, plan_from_options, realization_record
@@ -64,6 +66,12 @@ def add_input_arguments(parser: argparse.ArgumentParser, required: bool = True) 
         help="passes to run on the PSK-Core program right after parsing, before fusion and lowering, "
         "in MLIR syntax as presk-opt takes them (presk's, xDSL's and installed plugins' passes)",
     )
+    parser.add_argument(
+        "--opt",
+        action="store_true",
+        help="rewrite the PSK-Core program by equality saturation (psk-egraph-opt, docs/egraph.md) after "
+        "--pass-pipeline and differentiation; a summary line on stderr",
+    )
 
 
 def program_of(args: argparse.Namespace) -> Program:
@@ -71,7 +79,7 @@ def program_of(args: argparse.Namespace) -> Program:
     passes = pipeline_of(args)
     source = read_input(args.file)
     try:
-        return load_program(source, args.dim, args.const, passes)
+        return load_program(source, args.dim, args.const, passes, opt=args.opt)
     except PreskError as error:
         raise error.located(source.name) from None
 
@@ -86,6 +94,8 @@ class Program:
     parsed: ParsedModule
     env: dict[str, int]
     """Every constant and every bound dimension variable."""
+    reports: list[FunctionReport] = field(default_factory=list)
+    """With `--opt`: psk-egraph-opt's report of each function, in module order."""
 
 
 def load_program(
@@ -95,12 +105,18 @@ def load_program(
     passes: Sequence[ModulePass] = (),
     extend: Callable[[ParsedModule], None] | None = None,
     remat: str = "save",
+    opt: bool = False,
+    opt_report: bool = False,
 ) -> Program:
     """Parse and verify `source` (a path, or what `read_input` read), run `passes`, resolve the sizes, differentiate.
 
     `extend` adds to the parsed module before the passes run (`presk train`
     adds the function of its step there, so the user's pipeline sees it too);
     `remat` is the mode of the `psk-autodiff` run here (`presk train --remat`).
+    `opt` (`--opt`) then rewrites every function by equality saturation
+    (`psk-egraph-opt` at its default limits), gradients included, and
+    writes the report's summary line on stderr (with `opt_report`, a line
+    per function before it: `presk dump --stage core-opt`).
     A pass's error placed in the program carries its source line.
     """
     if isinstance(source, str):
@@ -121,7 +137,11 @@ def load_program(
             # A fold's gradient runs its layers one by one: the layer count must be an integer.
             _bind_keeping_declarations(ctx, parsed, env)
         _run_located(ctx, AutoDiff(remat=remat), parsed)
-    return Program(parsed, env)
+    reports = optimize_module(parsed.module) if opt else []
+    if opt:
+        lines = format_reports(reports).splitlines()
+        sys.stderr.write("".join(line + "\n" for line in (lines if opt_report else lines[-1:])))
+    return Program(parsed, env, reports)
 
 
 def _bind_keeping_declarations(ctx: Context, parsed: ParsedModule, env: dict[str, int]) -> None:
