@@ -219,23 +219,25 @@ def emit_exp(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """
     if not isinstance(x.type, ir.VectorType):
         return spec.exp(IROps(builder, x.type), x)
-    fast = spec.exp(IROps(builder, x.type), x, subnormals=False)
     fmt = spec.F32 if isinstance(x.type.element, ir.FloatType) else spec.F64
     low = builder.fcmp_ordered("<", x, ir.Constant(x.type, [spec.exp_normal_from(fmt)] * x.type.count))
-    return branch_to_exact(builder, low, fast, "presk.exp.exact", [x], lambda b, a: spec.exp(IROps(b, a[0].type), a[0]))
+    return branch_to_exact(builder, low, lambda b: spec.exp(IROps(b, x.type), x, subnormals=False),
+                           "presk.exp.exact", [x], lambda b, a: spec.exp(IROps(b, a[0].type), a[0]))  # fmt: skip
 
 
 def branch_to_exact(
     builder: ir.IRBuilder,
     lanes: ir.Value,
-    fast: ir.Value,
+    fast: Callable[[ir.IRBuilder], ir.Value],
     name: str,
     args: list[ir.Value],
     exact: Callable[[ir.IRBuilder, list[ir.Value]], ir.Value],
 ) -> ir.Value:
-    """`fast`, unless a lane of the mask `lanes` is set: then `exact(args)`, a function of the module
-    (`name.<type>`, defined once, `noinline` and `cold`, with the calling function's target attributes)."""
-    vty = fast.type
+    """`fast()`, emitted where no lane of the mask `lanes` is set; else `exact(args)`, a function of the
+    module (`name.<type>`, defined once, `noinline` and `cold`, with the calling function's target
+    attributes). The fast form is not computed for a vector that takes the exact one: on a lane
+    the check sets, it would be the microcode's slow instruction the branch is there to avoid."""
+    vty = args[0].type
     flags = lanes.type
     reduce_or = _declared(builder.module, f"llvm.vector.reduce.or.v{flags.count}i1", ir.FunctionType(ir.IntType(1), [flags]))
     any_lane = builder.call(reduce_or, [lanes])
@@ -249,14 +251,19 @@ def branch_to_exact(
         inner.ret(exact(inner, list(fn.args)))
     before = builder.block
     slow = builder.append_basic_block(f"{before.name}.exact")
-    join = builder.append_basic_block(f"{before.name}.fast")
-    builder.cbranch(any_lane, slow, join)
+    quick = builder.append_basic_block(f"{before.name}.fast")
+    join = builder.append_basic_block(f"{before.name}.joined")
+    builder.cbranch(any_lane, slow, quick)
     builder.position_at_end(slow)
     result = builder.call(fn, args)
     builder.branch(join)
+    builder.position_at_end(quick)
+    value = fast(builder)
+    quick_end = builder.block
+    builder.branch(join)
     builder.position_at_end(join)
     merged = builder.phi(vty)
-    merged.add_incoming(fast, before)
+    merged.add_incoming(value, quick_end)
     merged.add_incoming(result, slow)
     return merged
 

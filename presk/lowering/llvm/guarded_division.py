@@ -83,14 +83,14 @@ def guarded_division(loop: scf.ForOp, machine: Machine) -> GuardedDivision | Non
 def emit_guarded_divide(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
     """`a / b` of vectors: `fdiv`, unless a lane's quotient is below the normal range: then the exact method."""
     fmt = F32 if isinstance(a.type.element, ir.FloatType) else F64
-    fast = builder.fdiv(a, b)
     fabs_name = f"llvm.fabs.v{a.type.count}{a.type.element.intrinsic_name}"
     fabs = builder.module.globals.get(fabs_name)
     if not isinstance(fabs, ir.Function):
         fabs = ir.Function(builder.module, ir.FunctionType(a.type, [a.type]), fabs_name)
     threshold = builder.fmul(b, ir.Constant(a.type, [fmt.min_normal] * a.type.count))
     small = builder.fcmp_ordered("<", builder.call(fabs, [a]), threshold)
-    return branch_to_exact(builder, small, fast, "presk.divide.exact", [a, b], lambda inner, args: emit_divide(inner, *args))
+    return branch_to_exact(builder, small, lambda inner: inner.fdiv(a, b), "presk.divide.exact", [a, b],
+                           lambda inner, args: emit_divide(inner, *args))  # fmt: skip
 
 
 class GuardedDivisionLoops(ScalarLoops):
