@@ -294,7 +294,7 @@ def test_a_refused_layout_points_at_the_nest_with_its_source_line(plans: dict[st
         (["run", GPT, "--entry", "loss", "--realize", "f32", "--bits", "64"], r"E4001: --bits computes in mpmath, but --realize"),
         (["dump", GPT, "--realize", "f32"], r"E4001: --realize realizes the program: it applies to --stage realize"),
         (["dump", GPT, "--stage", "kernel"], r"E4001: --stage kernel prints one entry.s kernels: pass --entry F"),
-        (["dump", GPT, "--stage", "jit"], r"E4001: --stage jit: this presk knows the stages core, realize, kernel, llvm, sched"),
+        (["dump", GPT, "--stage", "jit"], r"E4001: --stage jit: this presk knows the stages core, core-opt, realize, kernel, llvm, sched"),
     ],
 )
 def test_option_conflicts_are_e4001(argv: list[str], pattern: str) -> None:
