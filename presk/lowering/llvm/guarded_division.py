@@ -35,6 +35,7 @@ from presk.analysis import constant_int
 from presk.dialects.psk_kernel import PARALLEL, SUBNORMAL_NUMERATOR
 from presk.lowering.llvm.irtypes import I64
 from presk.lowering.llvm.loops import ScalarLoops
+from presk.lowering.llvm.target import intrinsic
 from presk.lowering.llvm.math_calls import emit_divide
 from presk.lowering.llvm.vector_body import vector_body
 from presk.lowering.mathlib import branch_to_exact
@@ -83,10 +84,7 @@ def guarded_division(loop: scf.ForOp, machine: Machine) -> GuardedDivision | Non
 def emit_guarded_divide(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
     """`a / b` of vectors: `fdiv`, unless a lane's quotient is below the normal range: then the exact method."""
     fmt = F32 if isinstance(a.type.element, ir.FloatType) else F64
-    fabs_name = f"llvm.fabs.v{a.type.count}{a.type.element.intrinsic_name}"
-    fabs = builder.module.globals.get(fabs_name)
-    if not isinstance(fabs, ir.Function):
-        fabs = ir.Function(builder.module, ir.FunctionType(a.type, [a.type]), fabs_name)
+    fabs = intrinsic(builder.module, "llvm.fabs", a.type, 1)
     threshold = builder.fmul(b, ir.Constant(a.type, [fmt.min_normal] * a.type.count))
     small = builder.fcmp_ordered("<", builder.call(fabs, [a]), threshold)
     return branch_to_exact(builder, small, lambda inner: inner.fdiv(a, b), "presk.divide.exact", [a, b],
