@@ -246,7 +246,8 @@ def branch_to_exact(
     if not isinstance(fn, ir.Function):
         fn = ir.Function(builder.module, ir.FunctionType(vty, [a.type for a in args]), full)
         fn.linkage = "internal"
-        fn.attributes = _OutOfLine(getattr(builder.function.attributes, "strings", {}))
+        strings = getattr(builder.function.attributes, "strings", {})  # the caller's target
+        fn.attributes = TargetAttributes(strings, ("nounwind", "noinline", "cold"))
         inner = ir.IRBuilder(fn.append_basic_block("entry"))
         inner.ret(exact(inner, list(fn.args)))
     before = builder.block
@@ -266,17 +267,6 @@ def branch_to_exact(
     merged.add_incoming(value, quick_end)
     merged.add_incoming(result, slow)
     return merged
-
-
-class _OutOfLine(ir.FunctionAttributes):
-    """`nounwind noinline cold`, with the caller's `"key"="value"` attributes (its target)."""
-
-    def __init__(self, strings: dict[str, str]) -> None:
-        self.strings = dict(strings)
-        super().__init__(["nounwind", "noinline", "cold"])
-
-    def _to_list(self, ret_type: ir.Type) -> list[str]:
-        return [*super()._to_list(ret_type), *(f'"{k}"="{v}"' for k, v in self.strings.items())]
 
 
 def _declared(module: ir.Module, name: str, signature: ir.FunctionType) -> ir.Function:
@@ -315,11 +305,11 @@ EMITTERS: dict[str, Emitter] = {
 
 
 class TargetAttributes(ir.FunctionAttributes):
-    """Function attributes with `"target-features"="..."` (what `IROps` reads to use AVX-512's vscalef)."""
+    """Function attributes with `"key"="value"` strings (`"target-features"`, what `IROps` reads to use AVX-512's vscalef)."""
 
-    def __init__(self, features: str) -> None:
-        self.strings = {"target-features": features}
-        super().__init__(["nounwind"])
+    def __init__(self, strings: dict[str, str], flags: tuple[str, ...] = ("nounwind",)) -> None:
+        self.strings = dict(strings)
+        super().__init__(list(flags))
 
     def _to_list(self, ret_type: ir.Type) -> list[str]:
         return [*super()._to_list(ret_type), *(f'"{k}"="{v}"' for k, v in self.strings.items())]
@@ -339,7 +329,7 @@ def define_map_kernel(module: ir.Module, name: str, emit: Emitter, element: ir.T
     ptr = element.as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, i64]), name)
     if target_features is not None:
-        fn.attributes = TargetAttributes(target_features)
+        fn.attributes = TargetAttributes({"target-features": target_features})
     fn.args[0].add_attribute("noalias")
     fn.args[1].add_attribute("noalias")
     src, dst, n = fn.args
