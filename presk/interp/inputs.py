@@ -3,7 +3,9 @@
 Keys of an `.npz` are argument names with record fields and tuple indices
 joined by dots (`params.blocks.ln1.g`), the same keys `--output` writes.
 An argument attribute `{psk_core.init = "positive"}` asks for values in
-[0.5, 1.5) (for example AdamW's second moment, which a square root reads).
+[0.5, 1.5) (for example AdamW's second moment, which a square root reads);
+`"gpt2"` asks for GPT-2's initialisation, decided leaf by leaf (`gpt2_init`),
+so that a model's loss starts near ln V rather than far above it.
 
 A real or tensor takes real floating-point or integer values and an index
 tensor integers. Every other dtype is refused rather than converted: numpy
@@ -26,7 +28,13 @@ from presk.diagnostics import PreskError
 from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, Size, TensorType, TupleType, describe
 
 INIT_ATTR = "psk_core.init"
-INITS = ("normal", "positive", "zeros", "ones")
+INITS = ("normal", "positive", "zeros", "ones", "gpt2")
+GPT2_STD = 0.02
+"""GPT-2's standard deviation for weight matrices and embedding tables."""
+GPT2_GAINS = ("g", "gain", "gamma", "scale")
+"""Leaf names GPT-2's rule reads as normalisation gains: ones."""
+GPT2_BIASES = ("b", "bias", "beta")
+"""Leaf names GPT-2's rule reads as biases (and normalisation shifts): zeros."""
 REAL_KINDS = "fiu"
 INDEX_KINDS = "iu"
 ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
@@ -74,14 +82,36 @@ def bind(size: Size, env: Mapping[str, int], where: str) -> int:
     return env[size]
 
 
-def make_inputs(func: FuncOp, env: Mapping[str, int], seed: int = 0) -> list[Any]:
-    """Random inputs for every argument, reproducible from `seed`."""
+def make_inputs(func: FuncOp, env: Mapping[str, int], seed: int = 0, inits: Mapping[int, str] | None = None) -> list[Any]:
+    """Random inputs for every argument, reproducible from `seed`.
+
+    `inits` overrides the `psk_core.init` of the arguments it names by
+    position (`presk train --init` sets the parameters' this way).
+    """
     rng = np.random.default_rng(seed)
     names = argument_names(func)
-    return [
-        _generate(t, env, rng, _init_of(func, i), names[i])
-        for i, t in enumerate(func.function_type.inputs.data)
-    ]
+    chosen = {i: _init_of(func, i) for i in range(len(func.function_type.inputs))} | dict(inits or {})
+    for i, init in chosen.items():
+        if init not in INITS:
+            raise PreskError("E4003", f"argument {i} of @{func.sym_name.data}: an init is one of {', '.join(INITS)}")
+    return [_generate(t, env, rng, chosen[i], names[i]) for i, t in enumerate(func.function_type.inputs.data)]
+
+
+def gpt2_init(path: str, rank: int) -> str:
+    """GPT-2's initialisation of one leaf, decided by its name (the last part of its path), then its rank.
+
+    A gain (`g`, `gain`, `gamma`, `scale`) is "ones" and a bias (`b`, `bias`,
+    `beta`) "zeros", whatever their rank, since stacked layers give a
+    LayerNorm's gain a leading layer axis; any other leaf of two axes or more
+    (a weight matrix, an embedding table, stacked or not) is "gpt2-normal",
+    N(0, 0.02^2); one of fewer is a bias by another name, "zeros".
+    """
+    name = path.rsplit(".", 1)[-1]
+    if name in GPT2_GAINS:
+        return "ones"
+    if name in GPT2_BIASES:
+        return "zeros"
+    return "gpt2-normal" if rank >= 2 else "zeros"
 
 
 def _generate(t: Attribute, env: Mapping[str, int], rng: np.random.Generator, init: str, path: str) -> Any:
@@ -92,7 +122,11 @@ def _generate(t: Attribute, env: Mapping[str, int], rng: np.random.Generator, in
     if isinstance(t, IndexTensorType):
         return rng.integers(0, bind(t.range, env, path), size=bound_shape(t, env, path), dtype=np.int64)
     shape = bound_shape(t, env, path) if isinstance(t, TensorType) else ()
-    if init == "zeros":
+    if init == "gpt2":
+        init = gpt2_init(path, len(shape))
+    if init == "gpt2-normal":
+        data = rng.standard_normal(size=shape) * GPT2_STD
+    elif init == "zeros":
         data = np.zeros(shape)
     elif init == "ones":
         data = np.ones(shape)
