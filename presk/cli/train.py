@@ -13,17 +13,21 @@ so a whole training step is one entry: compiled once into one host program
 the state it returned. Nothing of the loop is written in numpy but the data
 and the two bias-correction scalars, b1t = beta1^t and b2t = beta2^t.
 
-Data are next-token windows of a token stream: each step draws B windows of
-T + 1 tokens at random offsets (`--seed`); ids are their first T tokens and
-targets their last T. The stream is `--data FILE.npz` (its 1-D integer array
-`tokens`), or by default a synthetic one from `--seed`: a Markov chain in
-which every token is followed by one of two successors fixed at random, so
-a model that learns reaches ln 2 and one that learns nothing stays near ln V.
+Data are next-token windows of a token stream (`presk.training.streams`):
+a synthetic Markov chain by default, the characters of standard-library
+docstrings (`--data stdlib`), of a text file (`--data text:PATH`), or an
+`.npz` of tokens; the last tenth of every stream is held out, and
+`--eval-every N` prints and logs the mean loss over fixed windows of it.
+The parameters start as GPT-2's (`--init gpt2`: std 0.02, unit gains, zero
+biases) or as `presk run` generates an entry's inputs (`--init normal`).
+`--checkpoint DIR` saves the state after every step and resumes from it
+(`presk.training.checkpoint`); `--plot FILE.png` draws both losses.
 
 Everything is deterministic given the flags, so a run is reproduced on every
 backend: the kernel interpreter and native give the same losses bit for bit,
 and the reference interpreter gives them within its bound (docs/training.md).
-Ctrl-C stops after the step under way; `--log` then holds every finished step.
+Ctrl-C stops after the step under way; `--log` (and `--checkpoint`) then hold
+every finished step.
 """
 
 from __future__ import annotations
@@ -31,12 +35,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import numpy as np
@@ -64,17 +69,25 @@ from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import IndexTensorType, RealType, TupleType, describe, leaves
 from presk.interp.inputs import bind, bound_shape, make_inputs
 from presk.interp.reference import find_entry, run_entry
+from presk.interp.values import leaf_items
 from presk.ir.parse import ParsedModule
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.passes.autodiff import REMAT_MODES
 from presk.plans import Plan
+from presk.training import checkpoint
+from presk.training.plot import plot_losses
+from presk.training.streams import TokenWindows, load_stream, validation_batches
 
 DEFAULT_LR = 1e-2
-"""AdamW's usual range is 1e-4 to 1e-2; at the small sizes this command is tried at, with the N(0, 1) weights
-`presk run` generates, 1e-2 brings MiniGPT's loss down steadily over twenty steps (docs/training.md)."""
+"""AdamW's usual range is 1e-4 to 1e-2; at the small sizes this command is tried at, 1e-2 trains MiniGPT on its
+synthetic stream best of 1e-2, 3e-3 and 1e-3 (the corpus GPT on characters does best at 1e-3; docs/training.md)."""
 
-SYNTHETIC_TOKENS = 4096
-"""Length of the default synthetic stream: windows at random offsets rarely repeat over a short run."""
+TRAIN_INITS = ("gpt2", "normal")
+DEFAULT_INIT = "gpt2"
+"""GPT-2's initialisation: the corpus GPT's loss starts near ln V and falls faster (docs/training.md §4)."""
+
+EVAL_BATCHES = 16
+"""Batches of validation windows per evaluation: at B=4, T=32, 2 048 positions of the split."""
 
 STATE = ("params", "m", "v")
 """The names of the state arguments of the generated step, also the prefixes of their leaves' paths."""
@@ -114,8 +127,20 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--beta1", type=float, default=0.9, help="the step's beta1, for b1t = beta1^t (default 0.9, "
                    "adamw.step's constant)")  # fmt: skip
     p.add_argument("--beta2", type=float, default=0.999, help="the step's beta2, for b2t = beta2^t (default 0.999)")
-    p.add_argument("--data", metavar="FILE.npz", help="the token stream: a 1-D integer array 'tokens' (default: a "
-                   "synthetic stream from --seed)")  # fmt: skip
+    p.add_argument("--data", default="synthetic", metavar="SPEC", help="the token stream: synthetic (a Markov chain "
+                   "from --seed, the default), stdlib (the characters of standard-library docstrings), text:PATH "
+                   "(the characters of a UTF-8 file) or FILE.npz (a 1-D integer array 'tokens'); its last tenth "
+                   "is the validation split")  # fmt: skip
+    p.add_argument("--init", choices=TRAIN_INITS, default=DEFAULT_INIT, help="the initial parameters: gpt2 (normal, "
+                   "std 0.02, for matrices and embeddings, ones for gains, zeros for biases) or normal (as presk run "
+                   f"generates the loss's inputs: N(0, 1), or the argument's psk_core.init) (default {DEFAULT_INIT})")  # fmt: skip
+    p.add_argument("--eval-every", type=int, default=0, metavar="N", help="every N steps (and at the last), the mean "
+                   "loss over fixed windows of the validation split, printed and logged as val_loss (default: never)")  # fmt: skip
+    p.add_argument("--eval-batches", type=int, default=EVAL_BATCHES, metavar="N", help="batches of windows the "
+                   f"validation loss averages (default {EVAL_BATCHES})")  # fmt: skip
+    p.add_argument("--checkpoint", metavar="DIR", help="save the parameters, moments, step and data position to "
+                   "DIR/checkpoint.npz after every step, and resume from it when DIR holds one (--steps is the total)")  # fmt: skip
+    p.add_argument("--plot", metavar="FILE.png", help="plot the training and validation losses against the step")
     p.add_argument("--remat", choices=REMAT_MODES, default="save", help="save: loss.fwd keeps the residuals loss.bwd "
                    "reads (default); recompute: one loss.vjp recomputes them (psk-autodiff{remat=recompute})")  # fmt: skip
     p.add_argument("--log", metavar="TRAIN.jsonl", help="append one JSON line per finished step")
@@ -190,74 +215,33 @@ def add_train_step(parsed: ParsedModule, loss: str, step: str) -> str:
     return name
 
 
-class TokenWindows:
-    """Next-token windows of a token stream, at offsets drawn from a seeded generator."""
-
-    def __init__(self, tokens: np.ndarray, batch: int, seq: int, seed: int) -> None:
-        self.tokens, self.batch, self.seq = tokens, batch, seq
-        self.rng = np.random.default_rng([seed, 2])
-
-    def next(self) -> tuple[np.ndarray, np.ndarray]:
-        offsets = self.rng.integers(0, len(self.tokens) - self.seq, size=self.batch)
-        window = self.tokens[offsets[:, None] + np.arange(self.seq + 1)]
-        return np.ascontiguousarray(window[:, :-1]), np.ascontiguousarray(window[:, 1:])
-
-
-def synthetic_tokens(vocab: int, length: int, seed: int) -> np.ndarray:
-    """A Markov chain over `vocab` tokens in which each token has two successors, equally likely.
-
-    It has structure to learn (its entropy is ln 2 a token), fixed by the seed.
-    """
-    rng = np.random.default_rng([seed, 1])
-    successors = rng.integers(0, vocab, size=(vocab, 2))
-    choices = rng.integers(0, 2, size=length)
-    tokens = np.empty(length, dtype=np.int64)
-    tokens[0] = rng.integers(0, vocab)
-    for i in range(1, length):
-        tokens[i] = successors[tokens[i - 1], choices[i]]
-    return tokens
-
-
-def read_tokens(path: str, vocab: int, seq: int) -> np.ndarray:
-    """`tokens` of an `.npz`: 1-D integers in [0, vocab), more than `seq` of them (E4003 naming the file)."""
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            if "tokens" not in archive.files:
-                raise PreskError("E4003", f"{path}: no array 'tokens' (it holds {', '.join(archive.files) or 'nothing'})")
-            tokens = archive["tokens"]
-    except PreskError:
-        raise
-    except Exception as error:  # noqa: BLE001 - numpy reports a bad file in many ways
-        raise PreskError("E4003", f"{path}: not an .npz numpy.savez writes: {error}") from None
-    if tokens.ndim != 1 or tokens.dtype.kind not in "iu":
-        raise PreskError("E4003", f"{path}: 'tokens' is a 1-D integer array, not {tokens.dtype} of shape {list(tokens.shape)}")
-    if len(tokens) <= seq:
-        raise PreskError("E4003", f"{path}: {len(tokens)} tokens; a window needs {seq + 1}")
-    if tokens.min() < 0 or tokens.max() >= vocab:
-        raise PreskError("E4003", f"{path}: tokens lie in [{tokens.min()}, {tokens.max()}], the vocabulary is [0, {vocab})")
-    return tokens.astype(np.int64)
-
-
 class Stepper:
-    """One call a step, on the reference interpreter or a compiled host program; holds the training state."""
+    """One call a step, on the reference interpreter or a compiled host program; holds the training state.
 
-    def __init__(self, program: Program, entry: str, plan: Plan | None, args: argparse.Namespace) -> None:
+    The validation loss is computed by the loss entry itself, compiled on
+    first use for the same backend and plan, on the parameters the state holds.
+    """
+
+    def __init__(self, program: Program, entry: str, plan: Plan | None, args: argparse.Namespace, params: Any) -> None:
         func_op = find_entry(program.parsed.module, entry)
-        params = make_inputs(find_entry(program.parsed.module, args.loss), program.env, args.seed)[0]
-        zeros = _zeros_like(params)
-        self.program, self.entry = program, entry
+        self.template = [params, _zeros_like(params), _zeros_like(params)]
+        self.program, self.entry, self.loss, self.args = program, entry, args.loss, args
+        self.plan = plan
         self.host: HostProgram | None = None
+        self.loss_host: HostProgram | None = None
         if args.backend == "interp":
             if plan is not None:
                 realize_program(program, plan)
-            self.state: list[Any] = [params, zeros, _zeros_like(params)]
+            self.state: list[Any] = list(self.template)
             return
         self.host = host_program(program, entry, plan or plan_of("f64", None), args.backend, args.threads,
                                  not args.no_fuse)  # fmt: skip
-        n = len(list(leaves(func_op.function_type.inputs.data[0])))
-        prepared = self.host.prepare_inputs(flatten_inputs([params, zeros, _zeros_like(params)]))
-        self.state = prepared[: 3 * n]
-        self.feedback = _feedback(self.host, n)
+        self.n = len(list(leaves(func_op.function_type.inputs.data[0])))
+        if self.host.argument_paths[: 3 * self.n] != list(state_shapes(params)):
+            raise PreskError("E3003", f"the step's state leaves are {self.host.argument_paths[: 3 * self.n]}, not the "
+                             "parameters' and the moments' paths")  # fmt: skip
+        self.state = self.host.prepare_inputs(flatten_inputs(self.template))[: 3 * self.n]
+        self.feedback = _feedback(self.host, self.n)
 
     def __call__(self, b1t: float, b2t: float, lr: float, ids: np.ndarray, targets: np.ndarray) -> float:
         if self.host is None:
@@ -271,6 +255,61 @@ class Stepper:
         out = self.host([*self.state, *scalars, ids, targets])
         self.state = [out[i] for i in self.feedback]
         return float(out[0])
+
+    def evaluate(self, batches: list[tuple[np.ndarray, np.ndarray]]) -> float:
+        """The mean of the loss entry over `batches`, at the current parameters (the state is not changed)."""
+        total = 0.0
+        for ids, targets in batches:
+            if self.host is None:
+                with np.errstate(all="ignore"):
+                    (value,) = run_entry(self.program.parsed.module, self.loss, [self.state[0], ids, targets],
+                                         self.program.env)  # fmt: skip
+            else:
+                if self.loss_host is None:
+                    self.loss_host = host_program(self.program, self.loss, self.plan or plan_of("f64", None),
+                                                  self.args.backend, self.args.threads, not self.args.no_fuse)  # fmt: skip
+                value = self.loss_host([*self.state[: self.n], ids, targets])[0]
+            total += float(value)
+        return total / len(batches)
+
+    def leaves(self) -> dict[str, np.ndarray]:
+        """The state's leaves by path (params.…, m.…, v.…), as the step computes them: what a checkpoint saves."""
+        if self.host is None:
+            return {path: np.asarray(leaf) for name, tree in zip(STATE, self.state) for path, leaf in
+                    leaf_items(tree, f"{name}.")}  # fmt: skip
+        return dict(zip(self.host.argument_paths[: 3 * self.n], self.state))
+
+    def restore(self, saved: dict[str, np.ndarray]) -> None:
+        """Take the state from `saved` (leaves by path, those `leaves` gives): a checkpoint's."""
+        if self.host is None:
+            trees = []
+            for name, tree in zip(STATE, self.template):
+                paths = iter(path for path, _ in leaf_items(tree, f"{name}."))
+                trees.append(_replace_leaves(tree, lambda: saved[next(paths)]))
+            self.state = trees
+            return
+        self.state = self.host.prepare_inputs([saved[path] for path in self.host.argument_paths[: 3 * self.n]])
+
+
+def initial_parameters(program: Program, args: argparse.Namespace) -> Any:
+    """The parameters' tree before step 1: `--init gpt2`, or as `presk run` generates the loss's first argument."""
+    inits = {0: args.init} if args.init != "normal" else None
+    return make_inputs(find_entry(program.parsed.module, args.loss), program.env, args.seed, inits)[0]
+
+
+def state_shapes(params: Any) -> dict[str, tuple[int, ...]]:
+    """The shape of every leaf of the state (params, m, v, the moments shaped as the parameters), by path."""
+    return {f"{name}.{path}": np.shape(leaf) for name in STATE for path, leaf in leaf_items(params)}
+
+
+def _replace_leaves(tree: Any, leaf: Callable[[], Any]) -> Any:
+    """`tree` with each leaf, in `leaf_items` order, replaced by the next `leaf()`."""
+    if isinstance(tree, dict):
+        return {k: _replace_leaves(v, leaf) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_replace_leaves(v, leaf) for v in tree)
+    value = leaf()
+    return float(value) if np.ndim(value) == 0 else value
 
 
 def _zeros_like(tree: Any) -> Any:
@@ -300,6 +339,19 @@ def _feedback(host: HostProgram, n: int) -> list[int]:
     return order
 
 
+@dataclass
+class Run:
+    """What the loop needs besides the stepper: where to log, save and plot, and what happened so far."""
+
+    log: TextIO | None = None
+    checkpoint_path: str | None = None
+    resumed: checkpoint.Checkpoint | None = None
+    flags: dict[str, Any] = field(default_factory=dict)
+    history: list[list[Any]] = field(default_factory=list)
+    """[step, loss, val_loss or None] of every finished step, those before a resume included (for --plot)."""
+    vocab: int = 0
+
+
 def main(args: argparse.Namespace) -> int:
     if args.steps < 1:
         raise PreskError("E4001", f"--steps {args.steps}: give at least one step")
@@ -309,25 +361,39 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError("E4001", "--beta1 and --beta2 lie in [0, 1)")
     if args.threads is not None and args.backend != "native":
         raise PreskError("E4001", "--threads divides the native backend's kernels: give --backend native")
+    if args.eval_every < 0 or args.eval_batches < 1:
+        raise PreskError("E4001", "--eval-every is 0 (never) or a number of steps; --eval-batches at least 1")
     plan = plan_of(args.realize, args.plan)
     passes = pipeline_of(args)
     source = read_input(args.file)
-    log = _open_log(args.log) if args.log else None  # refused before minutes of compiling, not after
+    run = Run()
+    # Refused before minutes of compiling, not after.
+    if args.checkpoint:
+        run.checkpoint_path = checkpoint.prepare(args.checkpoint)
+        run.resumed = checkpoint.load(run.checkpoint_path)
+        if run.resumed is not None and run.resumed.step >= args.steps:
+            print(f"presk train: {run.checkpoint_path} is at step {run.resumed.step}; --steps {args.steps} is done")
+            return 0
+    if args.plot:
+        _check_plot(args.plot)
+    run.log = _open_log(args.log) if args.log else None
     try:
-        done = _train(args, plan, passes, source, log)
+        done = _train(args, plan, passes, source, run)
     finally:
-        if log is not None:
-            log.close()
+        if run.log is not None:
+            run.log.close()
+    if args.plot and run.history:
+        _plot(args, run)
     if done < args.steps:
-        print(f"presk: interrupted: stopped after step {done} of {args.steps}"
-              + (f"; {args.log} holds every finished step" if args.log else ""), file=sys.stderr)  # fmt: skip
+        kept = [f"{args.log} holds every finished step"] if args.log else []
+        kept += [f"{run.checkpoint_path} resumes it"] if run.checkpoint_path else []
+        print(f"presk: interrupted: stopped after step {done} of {args.steps}" + "".join(f"; {k}" for k in kept),
+              file=sys.stderr)  # fmt: skip
         return EXIT_INTERRUPTED
     return 0
 
 
-def _train(
-    args: argparse.Namespace, plan: Plan | None, passes: tuple[ModulePass, ...], source: Source, log: TextIO | None
-) -> int:
+def _train(args: argparse.Namespace, plan: Plan | None, passes: tuple[ModulePass, ...], source: Source, run: Run) -> int:
     """Load, differentiate and compile the step, then run it; returns the steps finished."""
     names: list[str] = []
 
@@ -344,16 +410,44 @@ def _train(
         vocab = bind(ids_type.range, program.env, "ids")
         # Counted before the reference interpreter's realization fuses the module in place.
         row = launch_table(program.parsed.module, [entry], program.env)[0]
-        stepper = Stepper(program, entry, plan, args)
     except PreskError as error:
         raise error.located(source.name) from None
-    tokens = read_tokens(args.data, vocab, seq) if args.data else synthetic_tokens(vocab, SYNTHETIC_TOKENS, args.seed)
-    windows = TokenWindows(tokens, batch, seq, args.seed)
+    stream = load_stream(args.data, vocab, seq, args.seed)
     realization = plan.realization.default if plan is not None else "f64"
+    run.vocab, run.flags = vocab, _flags(args, realization, program.env)
+    params = initial_parameters(program, args)
+    if run.resumed is not None:
+        # Before compiling; the leaves first, since a leaf of another shape says more than a size that differs.
+        assert run.checkpoint_path is not None
+        checkpoint.check_leaves(run.checkpoint_path, run.resumed, state_shapes(params))
+        checkpoint.check_flags(run.checkpoint_path, run.resumed, run.flags)
+    try:
+        stepper = Stepper(program, entry, plan, args, params)
+    except PreskError as error:
+        raise error.located(source.name) from None
+    windows = TokenWindows(stream.train, batch, seq, args.seed)
+    first = 1
+    if run.resumed is not None:
+        stepper.restore(run.resumed.leaves)
+        windows.position = run.resumed.position
+        run.history = list(run.resumed.history)
+        first = run.resumed.step + 1
+    validation = validation_batches(stream.validation, batch, seq, args.eval_batches) if args.eval_every else []
     print(f"presk train: @{args.loss} and its gradient, then @{args.step}; {args.backend} backend, {realization}; "
-          f"remat={args.remat}; B={batch} T={seq} V={vocab}, lr {args.lr:g}, seed {args.seed}; ready in {time.perf_counter() - start:.1f} s")  # fmt: skip
+          f"remat={args.remat}; B={batch} T={seq} V={vocab}, lr {args.lr:g}, init {args.init}, seed {args.seed}; "
+          f"ready in {time.perf_counter() - start:.1f} s")  # fmt: skip
     print(_launches_line(row, stepper.host))
-    return _loop(args, stepper, windows, realization, log)
+    print(f"data: {stream.description}")
+    if run.resumed is not None:
+        print(f"resumed from {run.checkpoint_path} after step {run.resumed.step}")
+    return _loop(args, stepper, windows, validation, realization, run, first)
+
+
+def _flags(args: argparse.Namespace, realization: str, env: dict[str, int]) -> dict[str, Any]:
+    """What the steps compute depends on, besides the state: a checkpoint resumes only under the same."""
+    return {"--loss": args.loss, "--step": args.step, "--data": args.data, "--seed": args.seed, "--init": args.init,
+            "--lr": args.lr, "--beta1": args.beta1, "--beta2": args.beta2, "--backend": args.backend,
+            "--realize/--plan": args.plan or args.realize or realization, "sizes": dict(sorted(env.items()))}  # fmt: skip
 
 
 def _launches_line(row: LaunchRow, host: HostProgram | None) -> str:
@@ -377,30 +471,61 @@ def _open_log(path: str) -> TextIO:
         raise PreskError("E0001", f"cannot write {path}: {error.strerror}") from None
 
 
-def _loop(args: argparse.Namespace, stepper: Stepper, windows: TokenWindows, realization: str, log: TextIO | None) -> int:
-    """Run the steps; returns how many finished (fewer when Ctrl-C asked to stop)."""
+def _loop(
+    args: argparse.Namespace,
+    stepper: Stepper,
+    windows: TokenWindows,
+    validation: list[tuple[np.ndarray, np.ndarray]],
+    realization: str,
+    run: Run,
+    first: int,
+) -> int:
+    """Run steps `first` to `--steps`; returns the last finished (fewer when Ctrl-C asked to stop)."""
     with _StopOnInterrupt() as stop:
-        for t in range(1, args.steps + 1):
+        for t in range(first, args.steps + 1):
             ids, targets = windows.next()
             began = time.perf_counter()
             loss = stepper(args.beta1**t, args.beta2**t, args.lr, ids, targets)
             ms = (time.perf_counter() - began) * 1e3
-            print(f"step {t:>4}  loss {loss!r:<22}  {ms:9.2f} ms", flush=True)
-            if log is not None:
+            evaluate = math.isfinite(loss) and validation and (t % args.eval_every == 0 or t == args.steps)
+            val_loss = stepper.evaluate(validation) if evaluate else None
+            print(f"step {t:>4}  loss {loss!r:<22}  {ms:9.2f} ms" + (f"  val_loss {val_loss!r}" if evaluate else ""),
+                  flush=True)  # fmt: skip
+            if run.log is not None:
                 # A loss that is not finite is null: NaN and Infinity are not JSON.
                 record = {"step": t, "loss": loss if math.isfinite(loss) else None, "ms": round(ms, 3), "backend": args.backend,
                           "realization": realization, "seed": args.seed, "lr": args.lr}  # fmt: skip
-                log.write(json.dumps(record) + "\n")
-                log.flush()
+                if val_loss is not None:
+                    record["val_loss"] = val_loss if math.isfinite(val_loss) else None
+                run.log.write(json.dumps(record) + "\n")
+                run.log.flush()
             if not math.isfinite(loss):
                 hint = f"lower --lr (it is {args.lr:g})"
                 if realization == "bf16":
                     # bf16 keeps 8 bits: beta2 = 0.999 and 0.999^t (small t) are 1, so 1 - beta2 and 1 - b2t are 0.
                     hint += ", or realize in f32: in bf16, 0.999 rounds to 1, so AdamW's 1 - beta2 and 1 - b2t are 0"
                 raise PreskError("E4001", f"step {t}: the loss is {loss}, training diverged; {hint}")
+            run.history.append([t, loss, val_loss if val_loss is not None and math.isfinite(val_loss) else None])
+            if run.checkpoint_path is not None:
+                checkpoint.save(run.checkpoint_path, checkpoint.Checkpoint(t, stepper.leaves(), run.flags,
+                                                                           windows.position, run.history))  # fmt: skip
             if stop():
                 return t
     return args.steps
+
+
+def _check_plot(path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise PreskError("E0001", f"cannot write {path}: {folder} is not a writable directory")
+
+
+def _plot(args: argparse.Namespace, run: Run) -> None:
+    train = [(t, loss) for t, loss, _ in run.history]
+    validation = [(t, v) for t, _, v in run.history if v is not None]
+    sizes = " ".join(f"{k}={v}" for k, v in run.flags["sizes"].items())
+    title = f"presk train {args.file}: {args.backend}, {run.flags['--realize/--plan']}, --data {args.data}\n{sizes}"
+    plot_losses(args.plot, train, validation, run.vocab, title)
 
 
 class _StopOnInterrupt:

@@ -1,0 +1,1 @@
+"""What `presk train` needs besides the compiled step: token streams, checkpoints, the plot of its losses."""

@@ -1,0 +1,48 @@
+"""`presk train --plot FILE.png`: the training loss and the validation loss against the step, and ln V for scale.
+
+matplotlib draws with its Agg backend (a file, no display), selected here
+before pyplot is imported so that a machine without a display never tries
+to open one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from presk.diagnostics import PreskError
+
+
+def plot_losses(
+    path: str,
+    train: Sequence[tuple[int, float]],
+    validation: Sequence[tuple[int, float]],
+    vocab: int,
+    title: str,
+) -> None:
+    """Write the PNG: (step, loss) of every step, (step, validation loss) of every evaluation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    figure, axes = plt.subplots(figsize=(7, 4.2), dpi=120)
+    try:
+        if train:
+            axes.plot(*zip(*train), label="train (one batch)", linewidth=1, color="tab:blue", alpha=0.8)
+        if validation:
+            axes.plot(*zip(*validation), label="validation", marker="o", markersize=3, color="tab:orange")
+        axes.axhline(math.log(vocab), linestyle="--", linewidth=1, color="gray", label=f"ln V = {math.log(vocab):.2f}")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.set_xlabel("step")
+        axes.set_ylabel("cross-entropy (nats a token)")
+        axes.set_title(title, fontsize=9)
+        axes.grid(alpha=0.3)
+        axes.legend()
+        figure.tight_layout()
+        figure.savefig(path, format="png")
+    except OSError as error:
+        raise PreskError("E0001", f"cannot write {path}: {error.strerror}") from None
+    finally:
+        plt.close(figure)
