@@ -524,7 +524,8 @@ def _plot(args: argparse.Namespace, run: Run) -> None:
     train = [(t, loss) for t, loss, _ in run.history]
     validation = [(t, v) for t, _, v in run.history if v is not None]
     sizes = " ".join(f"{k}={v}" for k, v in run.flags["sizes"].items())
-    title = f"presk train {args.file}: {args.backend}, {run.flags['--realize/--plan']}, --data {args.data}\n{sizes}"
+    title = (f"presk train {args.file}: {args.backend}, {run.flags['--realize/--plan']}, --data {args.data}, "
+             f"lr {args.lr:g}, init {args.init}\n{sizes}")  # fmt: skip
     plot_losses(args.plot, train, validation, run.vocab, title)
 
 

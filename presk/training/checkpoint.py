@@ -26,6 +26,7 @@ import ml_dtypes
 import numpy as np
 
 from presk.diagnostics import PreskError
+from presk.interp.inputs import ZIP_MAGICS
 
 FILE = "checkpoint.npz"
 META = "presk.train"
@@ -76,6 +77,9 @@ def load(path: str) -> Checkpoint | None:
     if not os.path.exists(path):
         return None
     try:
+        with open(path, "rb") as f:
+            if f.read(4) not in ZIP_MAGICS:
+                raise ValueError("not an .npz archive")
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in archive.files}
         meta = json.loads(str(arrays.pop(META)[()]))
