@@ -109,7 +109,8 @@ def add_parser(subparsers: Any) -> None:
         metavar="F",
         help="the optimiser step: F(params, grads, m, v, b1t, b2t, lr) -> (params, m, v), e.g. adamw.step",
     )
-    p.add_argument("--steps", type=int, default=20, metavar="N", help="training steps (default 20)")
+    p.add_argument("--steps", type=int, default=20, metavar="N", help="the step to train to (default 20); with "
+                   "--checkpoint, a resumed run continues from its checkpoint's step")  # fmt: skip
     add_size_arguments(p)
     add_realize_arguments(p)
     p.add_argument(
@@ -393,7 +394,9 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train(args: argparse.Namespace, plan: Plan | None, passes: tuple[ModulePass, ...], source: Source, run: Run) -> int:
+def _train(
+    args: argparse.Namespace, plan: Plan | None, passes: tuple[ModulePass, ...], source: Source, run: Run
+) -> int:
     """Load, differentiate and compile the step, then run it; returns the steps finished."""
     names: list[str] = []
 

@@ -82,7 +82,9 @@ def bind(size: Size, env: Mapping[str, int], where: str) -> int:
     return env[size]
 
 
-def make_inputs(func: FuncOp, env: Mapping[str, int], seed: int = 0, inits: Mapping[int, str] | None = None) -> list[Any]:
+def make_inputs(
+    func: FuncOp, env: Mapping[str, int], seed: int = 0, inits: Mapping[int, str] | None = None
+) -> list[Any]:
     """Random inputs for every argument, reproducible from `seed`.
 
     `inits` overrides the `psk_core.init` of the arguments it names by

@@ -72,7 +72,9 @@ def stdlib_text() -> str:
         for name in STDLIB_MODULES:
             module = importlib.import_module(name)
             for obj in [module] + [getattr(module, a) for a in sorted(dir(module)) if not a.startswith("_")]:
-                if obj is not module and not (inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj)):
+                if obj is not module and not (
+                    inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj)
+                ):
                     continue
                 doc = inspect.getdoc(obj)
                 if doc and doc not in seen:

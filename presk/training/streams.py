@@ -51,7 +51,7 @@ def load_stream(spec: str, vocab: int, seq: int, seed: int) -> Stream:
     if spec == "synthetic":
         tokens, what = synthetic_tokens(vocab, SYNTHETIC_TOKENS, seed), "a synthetic Markov chain (entropy ln 2)"
     elif spec == "stdlib" or spec.startswith(TEXT_PREFIX):
-        text = stdlib_text() if spec == "stdlib" else read_text(spec[len(TEXT_PREFIX):])
+        text = stdlib_text() if spec == "stdlib" else read_text(spec[len(TEXT_PREFIX) :])
         if not text:
             raise PreskError("E4003", f"{spec[len(TEXT_PREFIX):]}: the text is empty")
         vocabulary, shared = fit_vocabulary(text, vocab)
@@ -130,16 +130,22 @@ def read_tokens(path: str, vocab: int, seq: int) -> np.ndarray:
     try:
         with np.load(path, allow_pickle=False) as archive:
             if "tokens" not in archive.files:
-                raise PreskError("E4003", f"{path}: no array 'tokens' (it holds {', '.join(archive.files) or 'nothing'})")
+                raise PreskError(
+                    "E4003", f"{path}: no array 'tokens' (it holds {', '.join(archive.files) or 'nothing'})"
+                )
             tokens = archive["tokens"]
     except PreskError:
         raise
     except Exception as error:  # noqa: BLE001 - numpy reports a bad file in many ways
         raise PreskError("E4003", f"{path}: not an .npz numpy.savez writes: {error}") from None
     if tokens.ndim != 1 or tokens.dtype.kind not in "iu":
-        raise PreskError("E4003", f"{path}: 'tokens' is a 1-D integer array, not {tokens.dtype} of shape {list(tokens.shape)}")
+        raise PreskError(
+            "E4003", f"{path}: 'tokens' is a 1-D integer array, not {tokens.dtype} of shape {list(tokens.shape)}"
+        )
     if len(tokens) <= seq:
         raise PreskError("E4003", f"{path}: {len(tokens)} tokens; a window needs {seq + 1}")
     if tokens.min() < 0 or tokens.max() >= vocab:
-        raise PreskError("E4003", f"{path}: tokens lie in [{tokens.min()}, {tokens.max()}], the vocabulary is [0, {vocab})")
+        raise PreskError(
+            "E4003", f"{path}: tokens lie in [{tokens.min()}, {tokens.max()}], the vocabulary is [0, {vocab})"
+        )
     return tokens.astype(np.int64)

@@ -183,8 +183,10 @@ def test_a_diverging_run_stops_with_a_diagnostic(tmp_path: Path) -> None:
     """In bf16, AdamW's 0.999 rounds to 1 and its bias correction divides by 0: the loss turns nan, and the run
     stops there with a hint, the log holding the steps done (the non-finite loss as null, since NaN is not JSON)."""
     log = tmp_path / "bf16.jsonl"
-    status, out, err = run(*TRAIN, "--backend", "interp", "--realize", "bf16", "--steps", "5", "--log", str(log),
-                           "--init", "normal")  # from GPT-2's init the same run trains (2.78 to 2.67 in five steps)
+    # From GPT-2's init the same run trains (2.78 to 2.67 in five steps).
+    status, out, err = run(
+        *TRAIN, "--backend", "interp", "--realize", "bf16", "--steps", "5", "--log", str(log), "--init", "normal"
+    )
     assert status == 1
     assert "E4001: step 2: the loss is nan, training diverged; lower --lr" in err and "realize in f32" in err
     records = [json.loads(line) for line in log.read_text().splitlines()]
@@ -295,8 +297,14 @@ def test_a_checkpoint_of_another_program_or_other_flags_is_refused(tmp_path: Pat
     renamed.write_text(Path(MINIGPT).read_text().replace("w1", "w_in"))
     cases = [
         (["train", str(renamed), *TRAIN[2:]], r"E4003: .*checkpoint.npz: no leaf 'params.blocks.mlp.w_in' \(of shape"),
-        ([*TRAIN[:-1], "C=16"], r"E4003: .*checkpoint.npz: leaf 'params.pos_emb' has shape \[8, 8\], the program's has \[16, 8\]"),
-        ([*TRAIN, "--lr", "0.02"], r"E4001: .*checkpoint.npz was saved after step 2 of a run with --lr 0.01, this run has --lr 0.02"),
+        (
+            [*TRAIN[:-1], "C=16"],
+            r"E4003: .*checkpoint.npz: leaf 'params.pos_emb' has shape \[8, 8\], the program's has \[16, 8\]",
+        ),
+        (
+            [*TRAIN, "--lr", "0.02"],
+            r"E4001: .*checkpoint.npz was saved after step 2 of a run with --lr 0.01, this run has --lr 0.02",
+        ),
         ([*TRAIN[:6], "--dim", "B=3", *SMALL[2:]], r"E4001: .* with sizes .*B=2.*, this run has .*B=3"),
     ]
     import re

@@ -122,7 +122,12 @@ def test_gpt2_init_of_the_corpus_gpt() -> None:
     params = make_inputs(loss, env, 0, {0: "gpt2"})[0]
     assert (params["ln_f"]["g"] == 1).all() and (params["blocks"]["ln2"]["g"] == 1).all()
     assert (params["blocks"]["mlp"]["fc"]["b"] == 0).all() and (params["ln_f"]["b"] == 0).all()
-    for table in (params["tok_emb"], params["head"], params["blocks"]["attn"]["wq"], params["blocks"]["mlp"]["proj"]["w"]):
+    for table in (
+        params["tok_emb"],
+        params["head"],
+        params["blocks"]["attn"]["wq"],
+        params["blocks"]["mlp"]["proj"]["w"],
+    ):
         assert abs(table.std() - GPT2_STD) < 0.1 * GPT2_STD and abs(table.mean()) < 0.1 * GPT2_STD
     normal = make_inputs(loss, env, 0)[0]  # without the override: N(0, 1), as presk run generates it
     assert abs(normal["tok_emb"].std() - 1) < 0.1 and not (normal["ln_f"]["g"] == 1).all()
