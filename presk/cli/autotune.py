@@ -19,7 +19,7 @@ from presk.cli.program import add_input_arguments, add_size_arguments, program_o
 from presk.diagnostics import PreskError
 from presk.tuning.autotune import autotune, report
 from presk.tuning.calibration import parse_budget
-from presk.tuning.distributed import AUTOTUNE_BATCH, Cluster
+from presk.tuning.distributed import AUTOTUNE_BATCH, POINT_TIMEOUT_S, TIMEOUT_PREDICTIONS, Cluster
 from presk.tuning.plan import plan_text
 from presk.tuning.space import SPACES
 
@@ -56,15 +56,21 @@ def add_ray_arguments(p: Any, batch: int, scope: str = "") -> None:
                        "`ray start --head` started here) instead: one worker pinned to each CPU of each node")  # fmt: skip
     group.add_argument("--ray-batch", type=int, metavar="N", help=f"points per batch a worker measures "
                        f"(default {batch}); a killed run loses at most the batches in flight")  # fmt: skip
+    group.add_argument("--point-timeout", metavar="TIME", help="a point still running after this long (90s, 20m; "
+                       "counted from when its worker starts it) is recorded as timed out, never chosen, and its "
+                       f"worker replaced (default {POINT_TIMEOUT_S:g} s + {TIMEOUT_PREDICTIONS:g} × its predicted "
+                       "time)")  # fmt: skip
 
 
 def cluster_of(args: argparse.Namespace) -> Cluster | None:
     """The Ray cluster `--ray` / `--ray-address` ask for (not started yet: it starts on first use), or None."""
     if not args.ray and args.ray_address is None:
-        if args.ray_batch is not None:
-            raise PreskError("E4001", "--ray-batch goes with --ray or --ray-address")
+        for given, flag in ((args.ray_batch, "--ray-batch"), (args.point_timeout, "--point-timeout")):
+            if given is not None:
+                raise PreskError("E4001", f"{flag} goes with --ray or --ray-address")
         return None
-    return Cluster(args.ray_address, args.ray_batch)
+    timeout = parse_budget(args.point_timeout, "--point-timeout") if args.point_timeout is not None else None
+    return Cluster(args.ray_address, args.ray_batch, point_timeout_s=timeout)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -93,6 +99,9 @@ def main(args: argparse.Namespace) -> int:
         for r in result.differ:
             sys.stderr.write(f"  {r['site']} ({r['shape']}): {r['point']}\n")
         return 1
+    if result.timed_out:
+        sys.stderr.write(f"presk autotune: warning: {result.timed_out} points timed out (see above); they are "
+                         f"recorded in {args.output} and never chosen\n")  # fmt: skip
     if result.lost:
         sys.stderr.write(f"presk autotune: {result.lost} points were not measured: the workers that could measure "
                          "them died (see the warnings above); the same command measures them\n")  # fmt: skip

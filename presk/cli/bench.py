@@ -79,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError("E4001", "presk bench needs FILE and --entry E (or --calibrate P.json --space calib)")
     if args.budget is not None or args.space_types != "f32,f64,bf16":
         raise PreskError("E4001", "--budget and --space-types go with --calibrate P.json --space ...")
-    if args.calibrate is None and (args.ray or args.ray_address is not None):
+    if args.calibrate is None and (args.ray or args.ray_address is not None or args.point_timeout is not None):
         raise PreskError("E4001", "--ray measures a calibration space: presk bench --calibrate P.json --space S --ray")
     auto = args.plan == AUTO
     if args.save_plan and not auto:

@@ -124,6 +124,9 @@ def calibrate_space(args: argparse.Namespace, runner: Any) -> None:
               f"(E7002), {tally.skipped} measured before")  # fmt: skip
         if tally.stopped:
             print("the budget stopped it: the same command resumes it")
+        if tally.timed_out:
+            sys.stderr.write(f"presk: warning: {tally.timed_out} points timed out (see above): they have no samples; "
+                             "the same command measures them again\n")  # fmt: skip
         if tally.lost:
             sys.stderr.write(f"presk: warning: {tally.lost} points were not measured: the workers that could measure "
                              "them died (see above); the same command measures them\n")  # fmt: skip
@@ -160,7 +163,7 @@ def _fit_other_kind(args: argparse.Namespace, path: Path) -> None:
 def calibrate_entry(args: argparse.Namespace, entry: str, kernels: Any, leaves: Sequence[Any], runner: Any) -> None:
     """Append the samples of one entry's kernels (measured again if the profile holds them: they replace nothing,
     they add to the median a refit sees as another point)."""
-    if args.ray or args.ray_address is not None:
+    if args.ray or args.ray_address is not None or args.point_timeout is not None:
         raise PreskError("E4001", "--ray measures a calibration space: presk bench --calibrate P.json --space S --ray")
     machine = target_machine()
     profile = open_profile(args.calibrate, machine)

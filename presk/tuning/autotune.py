@@ -208,7 +208,9 @@ class AutotuneResult:
     lost: int = 0
     """Points not measured because every worker that could measure them died (`--ray`): a rerun measures them."""
     workers: list[str] = field(default_factory=list)
-    """With `--ray`: a line per machine kind of the cluster, and one per worker that died."""
+    """With `--ray`: a line per machine kind of the cluster, and one per worker that died or point that timed out."""
+    timed_out: int = 0
+    """Points past their timeout (`--ray`): a line with `"bits": "timeout"` each, never chosen."""
 
 
 @dataclass
@@ -324,12 +326,12 @@ def autotune(
                     queued.add(pair)
                     items.append((shape, point, is_default))
 
-    lost = 0
+    lost = timed_out = 0
     workers: list[str] = []
     if cluster is not None:
         tally = cluster.autotune(items, set(done), predicted, profile_path, u, results_path, budget_s, err)
         measured, refused, skipped, stopped, new = tally.measured, tally.refused, tally.skipped, tally.stopped, tally.records
-        lost, workers = tally.lost, tally.notes
+        lost, workers, timed_out = tally.lost, tally.notes, tally.timed_out
     else:
         measured, refused, skipped, stopped, new = _measure_here(items, set(done), runner, machine_key, predicted,
                                                                  profile_path, u, results_path, budget_s, err)  # fmt: skip
@@ -340,9 +342,9 @@ def autotune(
     layout = {o.nest.site: o.best for o in outcomes if o.best}
     plan = {"realization": _relative(realization, plan_dir), "layout": layout}
     shape_keys = {shape_key(iso) for nest in nests for iso, _ in nest.shapes}
-    differ = [r for r in mine.values() if r["bits"] != "ok" and r["shape_key"] in shape_keys]
+    differ = [r for r in mine.values() if r["bits"] == "differ" and r["shape_key"] in shape_keys]
     return AutotuneResult(outcomes, plan, measured, skipped, refused, stopped, time.perf_counter() - started, differ,
-                          lost, workers)  # fmt: skip
+                          lost, workers, timed_out)  # fmt: skip
 
 
 def _measure_here(items: Sequence[tuple[Shape, Point, bool]], done: set[tuple[str, str, str]], runner: Any,
@@ -474,7 +476,7 @@ def _outcome(nest: Nest, legal: list[Point], mine: Mapping[tuple[str, str], Mapp
         return total
 
     keys = {shape_key(iso) for iso, _ in nest.shapes}
-    differ = sum(1 for (k, _), r in mine.items() if k in keys and r["bits"] != "ok")
+    differ = sum(1 for (k, _), r in mine.items() if k in keys and r["bits"] == "differ")
     times = [(p, t) for p in [{}] + legal if (t := measured(p)) is not None]
     default_s = measured({})
     best, best_s = min(times, key=lambda pair: pair[1]) if times else (None, None)
@@ -525,4 +527,7 @@ def report(result: AutotuneResult) -> list[str]:
     if result.lost:
         lines.append(f"{result.lost} points were not measured: every worker that could measure them died; "
                      "the same command measures them")  # fmt: skip
+    if result.timed_out:
+        lines.append(f"{result.timed_out} points timed out (--point-timeout): recorded with \"bits\": \"timeout\", "
+                     "never chosen; remove their lines to measure them again")  # fmt: skip
     return lines

@@ -488,16 +488,16 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{secs:02d}"
 
 
-def parse_budget(text: str) -> float:
-    """`90s`, `20m`, `1.5h` or a number of seconds."""
+def parse_budget(text: str, flag: str = "--budget") -> float:
+    """`90s`, `20m`, `1.5h` or a number of seconds (`flag` names the option in the errors)."""
     scale = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(text[-1:].lower())
     number = text[:-1] if scale else text
     try:
         value = float(number) * (scale or 1.0)
     except ValueError:
-        raise PreskError("E4001", f"--budget {text}: expected a time such as 90s, 20m or 1.5h") from None
-    if value <= 0:
-        raise PreskError("E4001", f"--budget {text}: expected a positive time")
+        raise PreskError("E4001", f"{flag} {text}: expected a time such as 90s, 20m or 1.5h") from None
+    if not value > 0 or value == float("inf"):
+        raise PreskError("E4001", f"{flag} {text}: expected a positive time")
     return value
 
 

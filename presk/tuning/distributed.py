@@ -40,6 +40,20 @@ resumes. An actor that dies (killed, or its process crashed) has its batch
 re-queued to the others of its machine kind, and the run reports it; a
 batch that has killed `MAX_ATTEMPTS` actors, or whose kind has no actor
 left, is reported as not measured and the run finishes without it.
+
+Timeouts. A point whose measurement hangs (a kernel that never returns, a
+lowering that loops) would otherwise hold its actor, and the run, for ever.
+Each point has a timeout (`--point-timeout`, else `point_timeout`'s
+default: a fixed bound plus a multiple of its predicted time), counted
+from when its actor starts it, never from when its batch was queued: an
+actor runs its batch in one thread and answers `status` in another (two
+threads, `max_concurrency=2`), so the driver knows which point of the
+batch it is on and for how long. A point past its timeout is recorded as
+timed out (a line of autotune with `"bits": "timeout"`, never chosen; a
+calibration point without samples), the points of the batch it finished
+are kept, the ones after it go back to the queue, and its actor is
+killed and replaced by a fresh one on the same core. An actor too stuck to
+answer is timed from the last answer it gave (or from the batch's start).
 """
 
 from __future__ import annotations
@@ -75,12 +89,15 @@ __all__ = [
     "CALIBRATION_BATCH",
     "INSTALL_HINT",
     "MAX_ATTEMPTS",
+    "POINT_TIMEOUT_S",
+    "TIMEOUT_PREDICTIONS",
     "Cluster",
     "Measurer",
     "Tally",
     "WorkerInfo",
     "import_ray",
     "kind_profile_path",
+    "point_timeout",
 ]
 
 INSTALL_HINT = "pip install 'presk[ray]' (or: pip install 'ray>=2.40,<3')"
@@ -94,6 +111,25 @@ MAX_ATTEMPTS = 3
 would otherwise take every actor of the cluster with it)."""
 START_TIMEOUT_S = 300.0
 """How long the actors may take to start (a node busy with other jobs may not place them at all)."""
+POINT_TIMEOUT_S = 300.0
+"""The fixed part of a point's default timeout: its lowering and compilation (seconds; tens for a large unrolled
+register tile on a loaded machine), the default layout's reference run on an actor's first point of a shape,
+and the timing's floor (`MIN_SECONDS`), with a wide margin. A point past it is hung, or not worth measuring."""
+TIMEOUT_PREDICTIONS = 50.0
+"""The part that grows with the point: this many times its predicted launch. A measurement calls it at least
+`MIN_CALLS` + 1 times (the untimed first call included), and the model may be several times off."""
+STATUS_S = 5.0
+"""How long the driver waits for an actor's `status` before timing its point from its last answer."""
+POLL_S = 1.0
+"""How often the driver asks the busy actors where they are, while points have timeouts."""
+
+
+def point_timeout(stated_s: float | None, predicted_s: float | None) -> float:
+    """A point's timeout in seconds: `--point-timeout` if stated, else `POINT_TIMEOUT_S` plus
+    `TIMEOUT_PREDICTIONS` times its predicted launch (when there is a prediction)."""
+    if stated_s is not None:
+        return stated_s
+    return POINT_TIMEOUT_S + TIMEOUT_PREDICTIONS * (predicted_s or 0.0)
 
 
 def import_ray() -> ModuleType:
@@ -195,6 +231,8 @@ class Measurer:
         self.core: int | None = self.mask[slot % len(self.mask)] if self.mask else None
         self.slot = slot
         self.shapes: dict[str, Any] = {}
+        self.current: tuple[int, float, list[tuple[str, Any]]] | None = None
+        """The batch being run: the index of its point being measured, since when (monotonic), the outcomes so far."""
         if self.core is not None:
             _set_affinity({self.core})
 
@@ -210,11 +248,25 @@ class Measurer:
         split: measure it on the whole node), or `error` ((code, message) of a diagnostic)."""
         if whole_node and self.core is not None:
             _set_affinity(self.mask)
+        outcomes: list[tuple[str, Any]] = []
         try:
-            return [self._one(job, shared, item, whole_node) for item in items]
+            for index, item in enumerate(items):
+                self.current = (index, time.monotonic(), outcomes)
+                outcomes.append(self._one(job, shared, item, whole_node))
+            return outcomes
         finally:
+            self.current = None
             if whole_node and self.core is not None:
                 _set_affinity({self.core})
+
+    def status(self) -> tuple[int, float, list[tuple[str, Any]]] | None:
+        """Where the running batch is: its point being measured (index), for how many seconds, and the outcomes
+        of the points before it; None when idle. Answered while `run` runs (the actor has two threads)."""
+        current = self.current
+        if current is None:
+            return None
+        index, since, outcomes = current
+        return index, time.monotonic() - since, list(outcomes[:index])
 
     def _one(self, job: str, shared: Any, item: Any, whole_node: bool) -> tuple[str, Any]:
         start = time.perf_counter()
@@ -299,11 +351,20 @@ class _Worker:
     alive: bool = True
     batch: list[int] | None = None
     whole_node: bool = False
+    index: int = 0
+    """The point of its batch it was last known to measure."""
+    since: float = 0.0
+    """When (the driver's monotonic clock) it started that point, as far as the driver knows."""
 
     @property
     def name(self) -> str:
         core = "unpinned" if self.info.core is None else f"core {self.info.core}"
         return f"worker {self.info.slot} on {self.info.host} ({core}, pid {self.info.pid})"
+
+    def where(self) -> str:
+        """`host:cpu`, or `host:cpu,cpu,...` in a whole-node batch (as `Measurer._where` writes it)."""
+        cpus = self.info.mask if self.whole_node or self.info.core is None else (self.info.core,)
+        return f"{self.info.host}:{','.join(map(str, cpus))}"
 
 
 @dataclass
@@ -315,6 +376,8 @@ class Tally:
     skipped: int = 0
     stopped: bool = False
     lost: int = 0
+    timed_out: int = 0
+    """Points past their timeout: recorded as such (autotune) and never chosen, their workers replaced."""
     records: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """A line per machine kind (its workers and points), and one per worker that died."""
@@ -327,9 +390,12 @@ class _Item:
     whole_node: bool
     label: str
     attempts: int = 0
+    timeout_s: float | None = None
 
 
 Hook = Callable[[str, "_Worker", Sequence[Any]], None]
+Timeout = Callable[["_Item", float, "_Worker"], None]
+"""What a job does with a point past its timeout: (the item, the seconds it ran, the worker it ran on)."""
 
 
 class Cluster:
@@ -340,16 +406,23 @@ class Cluster:
     A process already connected to Ray (a library caller, the tests) keeps
     its connection: the cluster then only adds and removes its actors.
     `hook`, if set, is called with ("dispatch" | "result", worker, items):
-    the tests kill a worker through it.
+    the tests kill a worker through it. `point_timeout_s`: every point's
+    timeout (`--point-timeout`; None: `point_timeout`'s default). `actor`:
+    the actor's class (the tests give one whose points hang).
     """
 
     def __init__(self, address: str | None = None, batch: int | None = None, err: TextIO | None = None,
-                 hook: Hook | None = None) -> None:  # fmt: skip
+                 hook: Hook | None = None, point_timeout_s: float | None = None,
+                 actor: type[Measurer] = Measurer) -> None:  # fmt: skip
         self.ray = import_ray()
         if batch is not None and batch < 1:
             raise PreskError("E4001", f"--ray-batch {batch}: give a positive number of points")
+        if point_timeout_s is not None and not point_timeout_s > 0:
+            raise PreskError("E4001", f"--point-timeout {point_timeout_s:g}: give a positive time")
         self.address = address
         self.batch = batch
+        self.point_timeout_s = point_timeout_s
+        self.actor = actor
         self.err = err or sys.stderr
         self.hook = hook
         self.workers: list[_Worker] = []
@@ -408,7 +481,7 @@ class Cluster:
         for w in self.workers:
             taken.setdefault(w.info.node, set()).add(w.info.slot)
         env = {k: v for k, v in os.environ.items() if k.startswith("PRESK_")}
-        actor = ray.remote(Measurer)
+        actor = ray.remote(self.actor)
         pending = []
         for node in ray.nodes():
             if not node.get("Alive"):
@@ -418,8 +491,9 @@ class Cluster:
                 if slot in taken.get(node["NodeID"], set()):
                     continue
                 strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+                # Two threads: `run` in one, `status` (where the batch is, for the timeouts) in the other.
                 handle = actor.options(num_cpus=1, max_restarts=0, max_task_retries=0, scheduling_strategy=strategy,
-                                       runtime_env={"env_vars": env}).remote(slot)  # fmt: skip
+                                       max_concurrency=2, runtime_env={"env_vars": env}).remote(slot)  # fmt: skip
                 pending.append((handle, handle.info.remote(), node.get("NodeManagerHostname", node["NodeID"])))
         if not pending and not self.workers:
             raise PreskError("E4001", "the Ray cluster has no CPU to measure on")
@@ -491,6 +565,7 @@ class Cluster:
         driver_key = target_machine().key()
         tally = Tally(notes=self.describe(driver_key))
         specs: dict[str, ShapeSpec] = {}
+        shapes: dict[str, Any] = {}
         work: dict[str, list[_Item]] = {}
         for kind in self.kinds():
             for shape, point, is_default in items:
@@ -500,12 +575,15 @@ class Cluster:
                     continue
                 spec = specs.get(shape.key)
                 if spec is None:
+                    shapes[shape.key] = shape
                     iso = shape.iso
                     spec = specs[shape.key] = ShapeSpec(str(iso.module), iso.storage, iso.operand_storage, iso.key,
                                                         shape.key, shape.site, shape.kind)  # fmt: skip
                 value = TunePoint(spec, point, is_default, predicted.get((shape.key, pk)))
                 work.setdefault(kind, []).append(_Item(kind, value, _states_workers(point.get("split")),
-                                                       f"{shape.site} {json.dumps(point)}"))  # fmt: skip
+                                                       f"{shape.site} {json.dumps(point)}",
+                                                       timeout_s=point_timeout(self.point_timeout_s,
+                                                                               value.predicted_s)))  # fmt: skip
         if driver_key not in self.kinds():
             err.write("presk autotune: warning: no worker of the cluster is of this machine's kind: the plan is "
                       "chosen from this kind's lines already in the file\n")  # fmt: skip
@@ -518,8 +596,20 @@ class Cluster:
                 append_record(results_path, line)
                 tally.records.append(line)
 
+        def timed_out(item: _Item, seconds: float, worker: _Worker) -> None:
+            tp: TunePoint = item.value
+            line = {
+                "machine": item.kind, "site": tp.shape.site, "kind": tp.shape.kind,
+                "shape": shapes[tp.shape.key].iso.describe(), "shape_key": tp.shape.key, "point": tp.point,
+                "default": tp.default, "predicted_s": tp.predicted_s, "profile": profile_path, "u": u,
+                "median_s": None, "q1_s": None, "q3_s": None, "calls": 0, "bits": "timeout",
+                "timeout_s": item.timeout_s, "seconds": seconds, "worker": worker.where(),
+            }  # fmt: skip
+            append_record(results_path, line)
+            tally.records.append(line)
+
         shared = {kind: (profile_path, u) for kind in work}
-        self._run("autotune", work, shared, self.batch or AUTOTUNE_BATCH, record, tally, budget_s, err)
+        self._run("autotune", work, shared, self.batch or AUTOTUNE_BATCH, record, tally, budget_s, err, timed_out)
         return tally
 
     def calibrate(self, points: Sequence[CalibrationPoint], path: str, profile: Profile, budget_s: float | None,
@@ -548,7 +638,8 @@ class Cluster:
                     continue
                 split = json.loads(point.key)["layout"].get("split")
                 label = f"{point.entry} {point.dtype} {dict(point.sizes)}"
-                work.setdefault(kind, []).append(_Item(kind, point, _states_workers(split), label))
+                work.setdefault(kind, []).append(_Item(kind, point, _states_workers(split), label,
+                                                       timeout_s=point_timeout(self.point_timeout_s, None)))
         if profile.machine not in self.kinds():
             err.write(f"presk: warning: no worker of the cluster is of {path}'s machine: its samples do not grow, "
                       "the other kinds' go to profiles of their own\n")  # fmt: skip
@@ -559,14 +650,17 @@ class Cluster:
             written.add(item.kind)
             tally.records.append(item.value.key)
 
-        self._run("calibrate", work, shared, self.batch or CALIBRATION_BATCH, record, tally, budget_s, err)
+        self._run("calibrate", work, shared, self.batch or CALIBRATION_BATCH, record, tally, budget_s, err,
+                  lambda item, seconds, worker: None)  # a calibration point past its timeout has no samples
         return tally, [paths[k] for k in sorted(written) if k != profile.machine]
 
     # -- the scheduler ----------------------------------------------------------
 
     def _run(self, job: str, work: Mapping[str, list[_Item]], shared: Mapping[str, Any], batch: int,
-             record: Callable[[_Item, Any], None], tally: Tally, budget_s: float | None, err: TextIO) -> None:  # fmt: skip
-        """Hand out batches until every item is measured, refused or lost; `record` each result as it comes.
+             record: Callable[[_Item, Any], None], tally: Tally, budget_s: float | None, err: TextIO,
+             timed_out: Timeout) -> None:  # fmt: skip
+        """Hand out batches until every item is measured, refused, timed out or lost; `record` each result as it
+        comes, `timed_out` each point past its timeout.
 
         Per machine kind two queues: points for one core, and points for a
         whole node. A whole-node batch goes to a node only when all its
@@ -579,6 +673,8 @@ class Cluster:
         pinned = {kind: deque(i for i in items if not i.whole_node) for kind, items in work.items()}
         whole = {kind: deque(i for i in items if i.whole_node) for kind, items in work.items()}
         flight: dict[Any, tuple[_Worker, list[_Item]]] = {}
+        timeouts = any(i.timeout_s is not None for items in work.values() for i in items)
+        polled = time.monotonic()
         try:
             while True:
                 if not tally.stopped and progress.over_budget():
@@ -587,7 +683,7 @@ class Cluster:
                     self._dispatch(job, shared, batch, pinned, whole, flight)
                 if not flight:
                     break
-                ready, _ = ray.wait(list(flight), num_returns=1)
+                ready, _ = ray.wait(list(flight), num_returns=1, timeout=POLL_S if timeouts else None)
                 for ref in ready:
                     worker, items = flight.pop(ref)
                     worker.batch = None
@@ -601,24 +697,85 @@ class Cluster:
                         raise (cause if isinstance(cause, Exception) else error) from None
                     if self.hook is not None:
                         self.hook("result", worker, [i.value for i in items])
-                    for item, (status, value) in zip(items, outcomes):
-                        if status == "node":
-                            whole[item.kind].append(item)
-                        elif status == "refused":
-                            tally.refused += 1
-                            progress.step("(refused)")
-                        elif status == "error":
-                            code, message = value
-                            raise PreskError(code, f"{message} (on {worker.name})")
-                        else:
-                            record(item, value)
-                            tally.measured += 1
-                            progress.step(item.label)
+                    self._take(worker, items, outcomes, whole, record, tally, progress)
+                if timeouts and time.monotonic() - polled >= POLL_S:
+                    self._time_out(flight, pinned, whole, record, timed_out, tally, progress, err)
+                    polled = time.monotonic()
         finally:
             progress.close()
         left = sum(len(q) for q in pinned.values()) + sum(len(q) for q in whole.values())
         if not tally.stopped:
             tally.lost += left
+
+    def _take(self, worker: _Worker, items: Sequence[_Item], outcomes: Sequence[tuple[str, Any]],
+              whole: Mapping[str, deque[_Item]], record: Callable[[_Item, Any], None], tally: Tally,
+              progress: Progress) -> None:  # fmt: skip
+        """The outcomes of a batch's first points (all of them, or those before a point that timed out)."""
+        for item, (status, value) in zip(items, outcomes):
+            if status == "node":
+                whole[item.kind].append(item)
+            elif status == "refused":
+                tally.refused += 1
+                progress.step("(refused)")
+            elif status == "error":
+                code, message = value
+                raise PreskError(code, f"{message} (on {worker.name})")
+            else:
+                record(item, value)
+                tally.measured += 1
+                progress.step(item.label)
+
+    def _time_out(self, flight: dict[Any, tuple[_Worker, list[_Item]]], pinned: Mapping[str, deque[_Item]],
+                  whole: Mapping[str, deque[_Item]], record: Callable[[_Item, Any], None], timed_out: Timeout,
+                  tally: Tally, progress: Progress, err: TextIO) -> None:  # fmt: skip
+        """Ask each busy actor where its batch is; one whose point is past its timeout is killed and replaced.
+
+        The outcomes of the points it finished are taken, the point is
+        `timed_out`, and the points after it (and, if the actor never
+        answered, the ones before) go back to the front of their queue."""
+        ray = self.ray
+        asked = {ref: worker.handle.status.remote() for ref, (worker, _) in flight.items()}
+        replace = False
+        for ref, question in asked.items():
+            worker, items = flight[ref]
+            answer = None
+            try:
+                answer = ray.get(question, timeout=STATUS_S)
+            except ray.exceptions.GetTimeoutError:
+                pass  # too stuck to answer: timed from what it last said
+            except self._deaths():
+                continue  # `ray.wait` reports its death with its batch
+            now = time.monotonic()
+            done: list[tuple[str, Any]] | None = None
+            if answer is not None:
+                index, seconds, done = answer
+                worker.index, worker.since = index, now - seconds
+            item = items[worker.index]
+            if item.timeout_s is None or now - worker.since <= item.timeout_s:
+                continue
+            del flight[ref]
+            seconds = now - worker.since
+            try:
+                ray.kill(worker.handle)
+            except Exception:  # noqa: BLE001 - an actor already gone is what we wanted
+                pass
+            worker.alive = False
+            kept = done if done is not None and len(done) == worker.index else []
+            self._take(worker, items, kept, whole, record, tally, progress)
+            timed_out(item, seconds, worker)
+            tally.timed_out += 1
+            progress.step(f"(timed out) {item.label}")
+            again = [i for n, i in enumerate(items) if n >= len(kept) and i is not item]
+            for i in reversed(again):
+                (whole if i.whole_node else pinned)[i.kind].appendleft(i)
+            note = (f"ray: {item.label} timed out after {seconds:.0f} s (its timeout {item.timeout_s:g} s) on "
+                    f"{worker.name}: recorded as timed out, never chosen; the worker is replaced"
+                    + (f", {len(again)} points of its batch go back to the queue" if again else ""))  # fmt: skip
+            tally.notes.append(note)
+            err.write(f"presk: warning: {note}\n")
+            replace = True
+        if replace:
+            self.start()  # a fresh actor on each core whose actor was killed
 
     def _dispatch(self, job: str, shared: Mapping[str, Any], batch: int, pinned: Mapping[str, deque[_Item]],
                   whole: Mapping[str, deque[_Item]], flight: dict[Any, tuple[_Worker, list[_Item]]]) -> None:  # fmt: skip
@@ -644,6 +801,7 @@ class Cluster:
                 ref = w.handle.run.remote(job, shared[kind], [i.value for i in items], on_node)
                 flight[ref] = (w, items)
                 w.batch, w.whole_node = [id(i) for i in items], on_node
+                w.index, w.since = 0, time.monotonic()  # until it says otherwise (`_time_out`)
                 if self.hook is not None:
                     self.hook("dispatch", w, [i.value for i in items])
                 if on_node:

@@ -120,7 +120,7 @@ def figures(records: Iterable[Mapping[str, Any]], u: float | None = None) -> lis
     out = []
     profiles: dict[str, float] = {}
     for key, lines in groups.items():
-        default = next((r for r in lines if r.get("default")), None)
+        default = next((r for r in lines if r.get("default") and r["bits"] == "ok"), None)  # not one timed out
         points = [r for r in lines if not r.get("default") and r["bits"] == "ok"
                   and isinstance(r.get("predicted_s"), (int, float))]  # fmt: skip
         if not points:

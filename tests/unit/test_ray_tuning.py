@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -34,7 +35,7 @@ from presk.jit.native import NativeRunner
 from presk.target import target_machine
 from presk.tuning import autotune as at
 from presk.tuning.calibration import Progress, run_space, space
-from presk.tuning.distributed import Cluster, kind_profile_path
+from presk.tuning.distributed import POINT_TIMEOUT_S, TIMEOUT_PREDICTIONS, Cluster, Measurer, kind_profile_path, point_timeout
 from presk.tuning.space import point_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,6 +175,78 @@ def test_the_cli_measures_on_ray_and_resumes(tmp_path: Path, narrow: None, local
     assert "0 points measured, 6 already in the file" in out
 
 
+def hanging_on(hang: str) -> type[Measurer]:
+    """A measurer whose point of key `hang` never finishes (a class of this function: Ray pickles it by value)."""
+
+    class Hanging(Measurer):
+        def _one(self, job: str, shared: Any, item: Any, whole_node: bool) -> tuple[str, Any]:
+            if job == "autotune" and point_key(item.point) == hang:
+                time.sleep(3600)
+            return super()._one(job, shared, item, whole_node)
+
+    return Hanging
+
+
+def test_a_hanging_point_times_out_its_worker_is_replaced_and_the_rest_is_measured(
+    tmp_path: Path, narrow: None, local_ray: None
+) -> None:
+    module, env = gemm()
+    results = tmp_path / "r.jsonl"
+    first = at.legal_points(at.capture(module, "gemm", env, at.parse_plan({"realization": "f32"}, "t"))[0],
+                            target_machine(), "quick")[0][0]  # fmt: skip
+    err = io.StringIO()
+    started = time.monotonic()
+    with Cluster(batch=2, err=err, point_timeout_s=8.0, actor=hanging_on(point_key(first))) as cluster:
+        result = at.autotune(module, "gemm", env, "f32", str(results), err=err, cluster=cluster)
+        alive = {w.info.pid for w in cluster.workers if w.alive}
+    killed = re.search(r"timed out after \d+ s \(its timeout 8 s\) on worker \d+ on .*, pid (\d+)\)", err.getvalue())
+    assert killed is not None and len(alive) == 2 and int(killed.group(1)) not in alive  # replaced
+    assert time.monotonic() - started < 120  # not the hour the point sleeps
+    lines = points_of(results)
+    (hung,) = [r for r in lines if r["bits"] == "timeout"]
+    assert point_key(hung["point"]) == point_key(first) and hung["median_s"] is None and hung["timeout_s"] == 8.0
+    assert hung["seconds"] >= 8.0 and hung["worker"]
+    assert result.timed_out == 1 and result.measured == FIRST and result.lost == 0
+    assert len(set(pairs(lines))) == 1 + FIRST and all(r["bits"] == "ok" for r in lines if r is not hung)
+    (outcome,) = result.outcomes
+    assert outcome.best is not None and point_key(outcome.best) != point_key(first) and outcome.measured == FIRST
+    assert "timed out after" in err.getvalue() and "the worker is replaced" in err.getvalue()
+    assert any("1 points timed out" in line for line in at.report(result)) and not result.differ
+    # A second run skips it: it is in the file, as timed out.
+    with Cluster(batch=2, err=io.StringIO(), point_timeout_s=8.0) as cluster:
+        again = at.autotune(module, "gemm", env, "f32", str(results), err=io.StringIO(), cluster=cluster)
+    assert again.measured == 0 and again.skipped == 1 + FIRST and again.timed_out == 0
+
+
+def test_a_worker_too_stuck_to_answer_is_timed_from_its_batch_s_start(tmp_path: Path, narrow: None,
+                                                                      cluster: Cluster) -> None:  # fmt: skip
+    """A stopped process (SIGSTOP) answers nothing, not even `status`: its first point times out from dispatch,
+    and the rest of its batch goes to the others."""
+    stopped: list[int] = []
+
+    def stop_the_first(event: str, worker: Any, items: Any) -> None:
+        if event == "dispatch" and not stopped:
+            stopped.append(worker.info.pid)
+            os.kill(worker.info.pid, signal.SIGSTOP)
+
+    cluster.hook = stop_the_first
+    cluster.point_timeout_s = 6.0
+    module, env = gemm()
+    err = io.StringIO()
+    result = at.autotune(module, "gemm", env, "f32", str(tmp_path / "r.jsonl"), err=err, cluster=cluster)
+    lines = points_of(tmp_path / "r.jsonl")
+    assert stopped and result.timed_out == 1 and result.measured == FIRST and result.lost == 0
+    assert len(set(pairs(lines))) == 1 + FIRST and sum(r["bits"] == "timeout" for r in lines) == 1
+    assert f"pid {stopped[0]}" in err.getvalue() and "timed out after" in err.getvalue()
+    assert sum(w.alive for w in cluster.workers) == 2 and stopped[0] not in {w.info.pid for w in cluster.workers}
+
+
+def test_the_default_point_timeout_grows_with_the_prediction() -> None:
+    assert point_timeout(None, None) == POINT_TIMEOUT_S
+    assert point_timeout(None, 2.0) == POINT_TIMEOUT_S + TIMEOUT_PREDICTIONS * 2.0
+    assert point_timeout(7.5, 2.0) == 7.5
+
+
 # --------------------------------------------------------------------------
 # calibration
 
@@ -256,6 +329,9 @@ def test_another_machine_kind_calibrates_into_its_own_profile(tmp_path: Path, cl
         (["--entry", "nope", "--ray"], "E4004", "@nope"),
         (["--entry", "gemm", "--ray", "--ray-batch", "0"], "E4001", "--ray-batch 0"),
         (["--entry", "gemm", "--ray-batch", "4"], "E4001", "--ray-batch goes with --ray"),
+        (["--entry", "gemm", "--point-timeout", "30s"], "E4001", "--point-timeout goes with --ray"),
+        (["--entry", "gemm", "--ray", "--point-timeout", "0"], "E4001", "--point-timeout 0: expected a positive"),
+        (["--entry", "gemm", "--ray", "--point-timeout", "soon"], "E4001", "--point-timeout soon: expected a time"),
         (["--entry", "gemm", "--ray-address", "127.0.0.1:9"], "E4001", "cannot connect to the Ray cluster at 127.0.0.1:9"),
         (["--entry", "gemm", "--ray-address", "nowhere"], "E4001", "expected HOST:PORT"),
     ],
