@@ -48,7 +48,11 @@ class ContractOp(IRDLOperation):
     blocked panel [outer..., ⌈J/n⌉, K, n] (`psk-pack` on an NN contraction;
     where n does not divide J its last block holds J's last n columns, as
     the tile's shifted last block reads them), its axes still named
-    [outer..., K, J]. The addend is a buffer (its
+    [outer..., K, J]. `k_outer` names summed axes besides K, outermost
+    first: a TN contraction (both operands carry K before I and J) may sum
+    over several, one loop each, K the innermost; a blocked panel then
+    keeps them after its block axis, [outer..., ⌈J/n⌉, K_outer..., K, n].
+    The addend is a buffer (its
     PSK-Core type in `addend_type`, for its broadcasting) or a literal
     (`addend_literal`); `product_first` keeps the add's operand order.
     """
@@ -62,6 +66,8 @@ class ContractOp(IRDLOperation):
     i = prop_def(StringAttr)
     j = prop_def(StringAttr)
     k = prop_def(StringAttr)
+    k_outer = opt_prop_def(ArrayAttr[StringAttr])
+    """Summed axes besides `k`, outermost first (absent: K alone)."""
     lhs_axes = prop_def(ArrayAttr[StringAttr])
     rhs_axes = prop_def(ArrayAttr[StringAttr])
     out_axes = prop_def(ArrayAttr[StringAttr])
@@ -93,6 +99,7 @@ class ContractOp(IRDLOperation):
         addend_type: Attribute | None = None,
         addend_literal: float | None = None,
         product_first: bool = False,
+        k_outer: Sequence[str] = (),
     ) -> None:
         i, j, k = axes
         lhs_axes, rhs_axes, out_axes = operand_axes
@@ -106,6 +113,8 @@ class ContractOp(IRDLOperation):
             "out_axes": _names(out_axes),
         }
         properties["arith_type"] = arith_type
+        if k_outer:
+            properties["k_outer"] = _names(k_outer)
         if nt:
             properties["nt"] = UnitAttr()
         if addend_type is not None:
@@ -121,6 +130,11 @@ class ContractOp(IRDLOperation):
         return tuple(a.data for a in getattr(self, f"{which}_axes").data)
 
     @property
+    def summed_outer(self) -> tuple[str, ...]:
+        """The summed axes besides K, outermost first."""
+        return tuple(a.data for a in self.k_outer.data) if self.k_outer is not None else ()
+
+    @property
     def block(self) -> int | None:
         """The columns of a blocked panel's blocks, or None when operand 1 is read as its axes say."""
         return self.rhs_block.value.data if self.rhs_block is not None else None
@@ -132,7 +146,8 @@ class ContractOp(IRDLOperation):
             if isinstance(buffer, MemRefType) and len(buffer.get_shape()) != rank:
                 raise VerifyException(f"the {which} buffer {buffer} has {len(buffer.get_shape())} axes, not {rank}")
         if self.rhs_block is not None:
-            if self.nt is not None or self.axes_of("rhs")[-2:] != (self.k.data, self.j.data):
+            summed = (*self.summed_outer, self.k.data)
+            if self.nt is not None or self.axes_of("rhs")[-len(summed) - 1 :] != (*summed, self.j.data):
                 raise VerifyException("a blocked operand 1 is read along K, then J: its axes end in K, J")
             rhs = self.rhs.type
             assert isinstance(rhs, MemRefType)
@@ -143,9 +158,10 @@ class ContractOp(IRDLOperation):
             if isinstance(out, MemRefType) and self.j.data in self.axes_of("out") and columns > 0:
                 j_size = out.get_shape()[self.axes_of("out").index(self.j.data)]
                 want = -(-j_size // columns)  # the tile's J blocks, the last one shifted back where n does not divide J
-                if rhs.get_shape()[-3] != want:
+                count = rhs.get_shape()[-len(summed) - 2]
+                if count != want:
                     raise VerifyException(
-                        f"the blocked panel {rhs} has {rhs.get_shape()[-3]} blocks, not the {want} blocks of "
+                        f"the blocked panel {rhs} has {count} blocks, not the {want} blocks of "
                         f"{columns} columns of J = {j_size}"
                     )
         if self.addend is not None and self.addend_type is None:

@@ -49,7 +49,14 @@ class Contraction:
     """The axes of a contraction nest: out[outer..., I, J] = Σ_K a[outer..., I, K] · b[..., K, J].
 
     `nt` is true when operand 1 carries K innermost (`b[..., J, K]`): J is
-    then not contiguous, which is what the pack decision changes.
+    then not contiguous, which is what the pack decision changes. `tn` is
+    true when both operands carry the summed axes before I and J
+    (`a[outer..., K..., I]`, `b[..., K..., J]`): a dot's right derivative,
+    xᵀ · ct, and attention's derivatives by their keys and values. There K
+    may be several axes (a dot's derivative sums over every leading axis,
+    batch and seq): `k_outer` are the summed axes before the innermost one,
+    outermost first, iterated as one loop each in the order of their flat
+    index, and `k`, `k_size` the innermost, which a k-block divides.
     """
 
     outer: tuple[str, ...]
@@ -60,6 +67,13 @@ class Contraction:
     k_size: Size
     nt: bool
     is_dot: bool
+    tn: bool = False
+    k_outer: tuple[str, ...] = ()
+
+    @property
+    def summed(self) -> tuple[str, ...]:
+        """Every summed axis, outermost first (K last)."""
+        return (*self.k_outer, self.k)
 
 
 def contraction(op: Operation) -> Contraction | None:
@@ -81,15 +95,17 @@ def _dot_contraction(op: core.DotOp) -> Contraction | None:
 
 
 def _ein_contraction(op: core.EinOp) -> Contraction | None:
-    if len(op.inputs) != 2 or len(op.summed) != 1:
+    if len(op.inputs) != 2 or not op.summed:
         return None
     out = op.result.type
     if not isinstance(out, TensorType) or out.rank < 2:
         return None
-    (k,) = op.summed
     a, b = op.operand_labels
     *outer, i, j = out.names
     outer_t = tuple(outer)
+    if len(op.summed) > 1 or a[-1] == i:
+        return _transposed_contraction(op, outer_t, i, j)
+    (k,) = op.summed
     if a != (*outer_t, i, k):
         return None
     b_outer, b_inner = b[:-2], b[-2:]
@@ -98,6 +114,22 @@ def _ein_contraction(op: core.EinOp) -> Contraction | None:
     j_size = out.size_of(j)
     k_size = op.inputs[0].type.sizes[a.index(k)]
     return Contraction(outer_t, i, j, k, j_size, k_size, nt=b_inner == (j, k), is_dot=False)
+
+
+def _transposed_contraction(op: core.EinOp, outer: tuple[str, ...], i: str, j: str) -> Contraction | None:
+    """The TN pattern: out[outer..., I, J] = Σ_K a[outer..., K..., I] · b[..., K..., J], K one axis or several."""
+    a, b = op.operand_labels
+    summed = a[len(outer) : -1]
+    if a[: len(outer)] != outer or a[-1] != i or set(summed) != set(op.summed) or len(summed) != len(op.summed):
+        return None
+    b_outer = b[: len(b) - len(summed) - 1]
+    if b[len(b_outer) :] != (*summed, j) or not _is_subsequence(b_outer, outer):
+        return None
+    k = summed[-1]
+    k_size = op.inputs[0].type.sizes[a.index(k)]
+    return Contraction(
+        outer, i, j, k, op.result.type.size_of(j), k_size, nt=False, is_dot=False, tn=True, k_outer=tuple(summed[:-1])
+    )
 
 
 def _is_subsequence(part: tuple[str, ...], whole: tuple[str, ...]) -> bool:

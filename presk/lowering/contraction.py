@@ -62,6 +62,7 @@ bits. What each decision becomes:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -201,13 +202,13 @@ def _row_wise(
 ) -> None:  # fmt: skip
     """The running sums live in the output row: zeroed, then one FMA per k and column (storage = arithmetic)."""
     c, sizes = co.c, co.sizes
-    n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
+    n_i, n_j = sizes[c.i], sizes[c.j]
     with kb.loop(n_i, parallel=True) as li:
         row = {**base, c.i: li.iv}
         with kb.loop(n_j, parallel=True) as lj:
             kb.store(kb.real(0.0, arith_type), out, _at(co.out_labels, {**row, c.j: lj.iv}))
-        with kb.loop(n_k) as lk:
-            where = {**row, c.k: lk.iv}
+        with kb.nest(_summed_sizes(co), parallel=False) as kivs:
+            where = {**row, **dict(zip(c.summed, kivs))}
             x = kb.load_real(a.buffer, _at(co.a_labels, where), arith_type)  # type: ignore[arg-type]
             with kb.loop(n_j, parallel=True) as lj:
                 if lanes is not None:
@@ -229,7 +230,7 @@ def _row_wise_by_columns(
 ) -> None:  # fmt: skip
     """The row-wise form with its J loop outermost: each output element zeroed, its chain, its epilogue."""
     c, sizes = co.c, co.sizes
-    n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
+    n_i, n_j = sizes[c.i], sizes[c.j]
     with kb.loop(n_j, parallel=True) as lj:
         if lanes is not None:
             lj.op.attributes[LANES] = lanes_attribute(lanes)
@@ -238,8 +239,8 @@ def _row_wise_by_columns(
                 at = {**dict(zip(c.outer, outer_ivs)), c.i: li.iv, c.j: lj.iv}
                 cell = _at(co.out_labels, at)
                 kb.store(kb.real(0.0, arith_type), out, cell)
-                with kb.loop(n_k) as lk:
-                    where = {**at, c.k: lk.iv}
+                with kb.nest(_summed_sizes(co), parallel=False) as kivs:
+                    where = {**at, **dict(zip(c.summed, kivs))}
                     x = kb.load_real(a.buffer, _at(co.a_labels, where), arith_type)  # type: ignore[arg-type]
                     w = kb.load_real(b.buffer, _at(co.b_labels, where), arith_type)  # type: ignore[arg-type]
                     kb.store(kb.fma(x, w, kb.load(out, cell)), out, cell)
@@ -263,9 +264,13 @@ def _tiled(
     counts = {"I": blocks(n_i, m), "J": blocks(n_j, n), "K": blocks(n_k, size) if size is not None else 1}
     # In registers, the k-block loop is the outer of the two k loops around the tile's body.
     letters = tl.order if tl.sums_in_output else tl.order.replace("K", "")
+    k_outer = [sizes[name] for name in c.k_outer]
     with ExitStack() as stack:
         ivs: dict[str, SSAValue] = {}
+        outer_k: dict[str, SSAValue] = {}  # the summed axes besides K, where the k-block loop encloses I or J
         for letter in letters:
+            if letter == "K":
+                outer_k = {name: stack.enter_context(kb.loop(size)).iv for name, size in zip(c.k_outer, k_outer)}
             loop = stack.enter_context(kb.loop(counts[letter], parallel=letter != "K"))
             if letter == "J" and lanes is not None:
                 loop.op.attributes[LANES] = lanes_attribute(lanes)
@@ -279,26 +284,34 @@ def _tiled(
             if co.b_block is None:
                 return _at(co.b_labels, {**where, c.j: cols[s]})
             # The blocked panel: the tile's columns are block J's n (n = b_block), its column s at s.
-            return [*_at(co.b_labels[:-2], where), ivs["J"], where[c.k], kb.index(s)]
+            b_outer = co.b_labels[: -len(c.summed) - 1]
+            return [*_at(b_outer, where), ivs["J"], *_at(c.summed, where), kb.index(s)]
 
-        def step_at(k: SSAValue, accs: list[Scalar]) -> list[Scalar]:
-            where = {**base, c.k: k}
+        def step_at(summed: Mapping[str, SSAValue], accs: list[Scalar]) -> list[Scalar]:
+            where = {**base, **summed}
             xs = [kb.load_real(a.buffer, _at(co.a_labels, {**where, c.i: r}), arith_type) for r in rows]  # type: ignore[arg-type]
             ws = [kb.load_real(b.buffer, b_at(where, s), arith_type) for s in range(n)]  # type: ignore[arg-type]
             return [kb.fma(xs[r], ws[s], accs[r * n + s]) for r in range(m) for s in range(n)]
 
         if not tl.sums_in_output:
-            if size is None:
-                sums = accumulate(kb, [n_k], [zero] * (m * n), lambda kivs, accs: step_at(kivs[0], accs))
-            elif n_k % size == 0:
-                sums = accumulate(
-                    kb, [counts["K"], size], [zero] * (m * n),
-                    lambda kivs, accs: step_at(kb.offset(kivs[0], size, kivs[1]), accs),
-                )  # fmt: skip
-            else:
-                with kb.loop(counts["K"], inits=[zero] * (m * n)) as k_blocks:
-                    k_blocks.yields = _within_block(kb, k_blocks.iv, size, n_k, k_blocks.args, step_at)
-                sums = k_blocks.results
+
+            def over_k(outer: Mapping[str, SSAValue], accs: list[Scalar]) -> list[Scalar]:
+                """The chains' steps over K (in blocks where there is a k-block), from `accs`."""
+                if size is None:
+                    return accumulate(kb, [n_k], accs, lambda kivs, a: step_at({**outer, c.k: kivs[0]}, a))
+                if n_k % size == 0:
+                    return accumulate(
+                        kb, [counts["K"], size], accs,
+                        lambda kivs, a: step_at({**outer, c.k: kb.offset(kivs[0], size, kivs[1])}, a),
+                    )  # fmt: skip
+                with kb.loop(counts["K"], inits=accs) as k_blocks:
+                    k_blocks.yields = _within_block(
+                        kb, k_blocks.iv, size, n_k, k_blocks.args, lambda k, a: step_at({**outer, c.k: k}, a)
+                    )
+                return k_blocks.results
+
+            # The summed axes besides K, outermost first, around K's loops: the order of their flat index.
+            sums = accumulate(kb, k_outer, [zero] * (m * n), lambda kivs, accs: over_k(dict(zip(c.k_outer, kivs)), accs))
             for r in range(m):
                 for s in range(n):
                     value = sums[r * n + s]
@@ -309,10 +322,13 @@ def _tiled(
             return
         # The k-block loop encloses I or J: each tile's sums wait in the output between blocks.
         block = ivs["K"]
-        first = kb.add(arith.CmpiOp(block, kb.index(0), "eq"))
+        # Every block of K, the other summed axes' included, in the order of their flat index.
+        flat = _flat_block(kb, outer_k, sizes, block, counts["K"])
+        first = kb.add(arith.CmpiOp(flat, kb.index(0), "eq"))
         inits = [kb.select(first, zero, kb.load_real(out, cell, arith_type)) for cell in cells]
-        sums = _within_block(kb, block, size, n_k, inits, step_at)  # type: ignore[arg-type]
-        last = kb.add(arith.CmpiOp(block, kb.index(counts["K"] - 1), "eq")) if epilogue is not None else None
+        sums = _within_block(kb, block, size, n_k, inits, lambda k, a: step_at({**outer_k, c.k: k}, a))  # type: ignore[arg-type]
+        total = counts["K"] * math.prod(sizes[name] for name in c.k_outer)
+        last = kb.add(arith.CmpiOp(flat, kb.index(total - 1), "eq")) if epilogue is not None else None
         for r in range(m):
             for s in range(n):
                 value = sums[r * n + s]
@@ -320,6 +336,19 @@ def _tiled(
                     at = {**base, c.i: rows[r], c.j: cols[s]}
                     value = kb.select(last, _with_epilogue(kb, value, out, epilogue, at, arith_type), value)  # type: ignore[arg-type]
                 kb.store_real(value, out, cells[r * n + s])
+
+
+def _summed_sizes(co: ContractionOperands) -> list[int]:
+    """The extents of the summed axes, outermost first (K last)."""
+    return [co.sizes[name] for name in co.c.summed]
+
+
+def _flat_block(kb: KernelBuilder, outer: Mapping[str, SSAValue], sizes: Mapping[str, int], block: SSAValue, blocks: int) -> SSAValue:
+    """The flat index of (the summed axes besides K, the k-block): 0 at the first block of K, the count less one at the last."""
+    flat: SSAValue | None = None
+    for name, iv in outer.items():
+        flat = iv if flat is None else kb.offset(flat, sizes[name], iv)
+    return block if flat is None else kb.offset(flat, blocks, block)
 
 
 def blocks(extent: int, block: int) -> int:
@@ -414,8 +443,11 @@ def emit_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue, order: Seque
         kb.store(kb.load(source, [ivs[order.index(d)] for d in range(len(order))]), panel, list(ivs))
 
 
-def emit_blocked_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue) -> None:
-    """panel[..., jb, k, s] = source[..., k, j0(jb) + s]: operand 1 of an NN contraction in blocks of n columns.
+def emit_blocked_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue, summed: int = 1) -> None:
+    """panel[..., jb, k..., s] = source[..., k..., j0(jb) + s]: operand 1 of an NN contraction in blocks of n columns.
+
+    `summed` is the number of summed axes operand 1 carries before J (K,
+    and a TN contraction's other summed axes), kept after the block axis.
 
     Block jb holds the columns of the tile's J block jb (`_tile_indices`):
     j0(jb) = jb·n, and where n does not divide J the last block is shifted
@@ -425,14 +457,16 @@ def emit_blocked_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue) -> N
     and stores; every loop is parallel and the bits move unchanged.
     """
     assert isinstance(panel.type, MemRefType) and isinstance(source.type, MemRefType)
-    *outer, count, k_size, n = panel.type.get_shape()
+    shape = panel.type.get_shape()
+    outer, count, k_sizes, n = shape[: -summed - 2], shape[-summed - 2], shape[-summed - 1 : -1], shape[-1]
     j_size = source.type.get_shape()[-1]
-    with kb.nest([*outer, count, k_size, n]) as (*ivs, jb, k, s):
+    with kb.nest([*outer, count, *k_sizes, n]) as all_ivs:
+        ivs, jb, ks, s = all_ivs[: len(outer)], all_ivs[len(outer)], all_ivs[len(outer) + 1 : -1], all_ivs[-1]
         if j_size % n == 0:
             column = kb.offset(jb, n, s)
         else:
             column = kb.offset(_shifted_start(kb, jb, n, j_size), 1, s)
-        kb.store(kb.load(source, [*ivs, k, column]), panel, [*ivs, jb, k, s])
+        kb.store(kb.load(source, [*ivs, *ks, column]), panel, [*ivs, jb, *ks, s])
 
 
 def _emit_transposed_blocks(kb: KernelBuilder, source: SSAValue, panel: SSAValue, lanes: int) -> None:

@@ -349,7 +349,7 @@ class HostLowering:
             read = dict(zip(entries, args[:-1]))
             kb.add(ContractOp(
                 read[op.operands[0]], read[op.operands[1]], args[-1], c.outer, (c.i, c.j, c.k),
-                (co.a_labels, co.b_labels, co.out_labels), c.nt, float_type(arith_name),
+                (co.a_labels, co.b_labels, co.out_labels), c.nt, float_type(arith_name), k_outer=c.k_outer,
             ))  # fmt: skip
 
         name = self.kernel_for((site.site_name, tuple(signature)), self.kernel_name(site), site.site_name, signature, body, site)

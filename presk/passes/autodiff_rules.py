@@ -33,6 +33,7 @@ from xdsl.rewriter import InsertPoint
 
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, Size, TensorType, TupleType
+from presk.dialects.psk_realize_nests import contraction
 
 
 @dataclass
@@ -184,7 +185,20 @@ class Emit:
         return x if x.type == template.type else self.op(core.BroadcastLikeOp(x, template))
 
     def ein(self, inputs: Sequence[SSAValue], labels: Sequence[Sequence[str]], result: Attribute) -> SSAValue:
-        return self.op(core.EinOp(inputs, labels, result))
+        """An `ein`; of two operands, in the order that makes it a contraction nest where one order does.
+
+        The product of two terms is the same in either order (IEEE
+        multiplication commutes), so the order is free, and a contraction
+        nest gets the tiles, lanes and packs of its layout space: attention's
+        derivative by its values, Σ_s ct[b, h, s, d] · p[b, h, s, t], is TN
+        with p first.
+        """
+        op = core.EinOp(inputs, labels, result)
+        if len(inputs) == 2 and contraction(op) is None:
+            swapped = core.EinOp(inputs[::-1], labels[::-1], result)
+            unused, op = (op, swapped) if contraction(swapped) is not None else (swapped, op)
+            unused.erase()  # drops its uses of the inputs
+        return self.op(op)
 
     def where(self, mask: SSAValue, a: SSAValue | float, b: SSAValue | float) -> SSAValue:
         return self.op(core.WhereOp(mask, self._v(a), self._v(b)))

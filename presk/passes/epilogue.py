@@ -208,6 +208,7 @@ class FoldEpilogue(RewritePattern):
             buffers[op.lhs], buffers[op.rhs], args[-1], [a.data for a in op.outer.data],  # type: ignore[index]
             (op.i.data, op.j.data, op.k.data), (op.axes_of("lhs"), op.axes_of("rhs"), op.axes_of("out")),
             op.nt is not None, op.arith_type, addend, addend_type, addition.literal, addition.product_first,
+            op.summed_outer,
         ))  # fmt: skip
         consume(fused, ["epilogue"])
         self.module.body.block.insert_op_before(fused, k)

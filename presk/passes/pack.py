@@ -58,8 +58,8 @@ class PackOperand(RewritePattern):
     """A `psk_kernel.contract` whose kernel's layout packs: a panel for operand 1, and its copy launches."""
 
     module: ModuleOp
-    copies: dict[tuple[MemRefType, MemRefType], str] = field(default_factory=dict)
-    """The pack kernel of each (source, panel) type pair: one kernel serves every such copy."""
+    copies: dict[tuple[MemRefType, MemRefType, int], str] = field(default_factory=dict)
+    """The pack kernel of each (source, panel, summed axes): one kernel serves every such copy."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ContractOp, rewriter: PatternRewriter) -> None:
@@ -77,8 +77,12 @@ class PackOperand(RewritePattern):
             if layout.get("form") == "row-wise":
                 raise refuse(k, 3, "pack", "a row-wise contraction has no tile, so no blocked panel to read")
             n = contraction.tiled_layout(layout).n
-            panel_type = MemRefType(source.element_type, [*shape[:-2], contraction.blocks(shape[-1], n), shape[-2], n])
-        name = self.pack_kernel(k, source, panel_type, transposed)
+            summed = 1 + len(op.summed_outer)  # K, and a TN contraction's other summed axes, kept after the blocks
+            panel_type = MemRefType(
+                source.element_type,
+                [*shape[: -summed - 1], contraction.blocks(shape[-1], n), *shape[-summed - 1 : -1], n],
+            )
+        name = self.pack_kernel(k, source, panel_type, transposed, 1 + len(op.summed_outer))
         # The panel's buffer takes operand 1's place, or comes second when operand 1 has other readers.
         block = k.body.block
         old = op.rhs
@@ -110,15 +114,15 @@ class PackOperand(RewritePattern):
             op.properties["rhs_block"] = IntegerAttr(panel_type.get_shape()[-1], i64)
         consume(k, ["pack"])
 
-    def pack_kernel(self, k: kernel.KernelOp, source: MemRefType, panel: MemRefType, transposed: bool) -> str:
-        key = (source, panel)
+    def pack_kernel(self, k: kernel.KernelOp, source: MemRefType, panel: MemRefType, transposed: bool, summed: int) -> str:
+        key = (source, panel, summed)
         if key not in self.copies:
             copy = kernel.KernelOp(fresh_name(self.module, "pack"), k.site.data, [source, panel])
             kb, (source_arg, panel_arg) = KernelBuilder(copy.body.block), copy.body.block.args
             if transposed:
                 contraction.emit_pack(kb, source_arg, panel_arg, _swap_last_two(len(source.get_shape())))
             else:
-                contraction.emit_blocked_pack(kb, source_arg, panel_arg)
+                contraction.emit_blocked_pack(kb, source_arg, panel_arg, summed)
             self.module.body.block.insert_op_before(copy, k)
             self.copies[key] = copy.sym_name.data
         return self.copies[key]

@@ -56,7 +56,8 @@ def contraction_operands(op: ContractOp) -> contraction.ContractionOperands:
         sizes.update(zip(op.axes_of(which), buffer.get_shape()))
     outer = tuple(a.data for a in op.outer.data)
     i, j, k = op.i.data, op.j.data, op.k.data
-    c = Contraction(outer, i, j, k, sizes[j], sizes[k], op.nt is not None, False)
+    tn = op.axes_of("lhs")[-1] == i
+    c = Contraction(outer, i, j, k, sizes[j], sizes[k], op.nt is not None, False, tn, op.summed_outer)
     return contraction.ContractionOperands(
         c, op.axes_of("lhs"), op.axes_of("rhs"), op.axes_of("out"), sizes, op.block
     )

@@ -207,15 +207,24 @@ def _summed_loops(t: Attribute, names: tuple[str, ...] | list[str], env: Mapping
 
 
 def contraction_loops(site: NestOp, shape: Contraction, layout: Mapping[str, Json], env: Mapping[str, int]) -> list[Loop]:
-    """A contraction's loops: outer axes, then the block loops in `order`, then K (row-wise: I, K, J)."""
+    """A contraction's loops: outer axes, then the block loops in `order`, then K (row-wise: I, K, J).
+
+    A TN contraction's summed axes besides K (`Contraction.k_outer`) loop
+    just outside K's loops: at the k-block loop's place in the order where
+    it encloses I or J, else after the I and J block loops.
+    """
     out = site.result.type
     assert isinstance(out, TensorType)
     loops = [Loop(f"the loop over {name}", bound(out.size_of(name), env), True) for name in shape.outer]
     i_size, j_size, k_size = bound(out.size_of(shape.i), env), bound(out.size_of(shape.j), env), bound(shape.k_size, env)
+    summed_outer = [
+        Loop(f"the loop over {name}, which sums", bound(_operand_size(site, name), env), False) for name in shape.k_outer
+    ]
     if layout.get("form") == "row-wise":
         return [
             *loops,
             Loop(f"the loop over I ({shape.i})", i_size, True),
+            *summed_outer,
             Loop(f"the loop over K ({shape.k}), which sums", k_size, False),
             Loop(f"the loop over J ({shape.j})", j_size, True),
         ]
@@ -230,9 +239,25 @@ def contraction_loops(site: NestOp, shape: Contraction, layout: Mapping[str, Jso
             False,
         ),
     }
-    loops += [blocks[letter] for letter in layout["order"] if letter in blocks]
+    order = layout["order"]
+    sums_in_output = isinstance(kblock, int) and order[-1] != "K"
+    for letter in order if sums_in_output else order.replace("K", ""):
+        loops += [*summed_outer, blocks[letter]] if letter == "K" else [blocks[letter]]
+    if not sums_in_output:
+        loops += summed_outer
+        if isinstance(kblock, int):
+            loops.append(blocks["K"])
     inner = kblock if isinstance(kblock, int) else k_size
     return [*loops, Loop(f"the loop over K ({shape.k}), which sums", inner, False)]
+
+
+def _operand_size(site: NestOp, name: str) -> Size:
+    """The extent of a summed axis of a nest's primitive, read off the operand that carries it."""
+    for operand in site.primitive.operands:
+        t = operand.type
+        if isinstance(t, TensorType) and name in t.names:
+            return t.size_of(name)
+    raise AssertionError(f"no operand carries {name}")
 
 
 def _quotient(size: int | None, block: int) -> int | None:

@@ -1,4 +1,4 @@
-"""Every point of the layout space of four contraction nests is checked, and the points run give the default's bits.
+"""Every point of the layout space of five contraction nests is checked, and the points run give the default's bits.
 
 The seed (§"The layout decisions", "Every point is exact", "Well-formedness"):
 each output element adds its terms in increasing k whatever the tile, the
@@ -20,7 +20,11 @@ The nests, each a program with `@prod` (the product alone) and `@prod_add`
   default in f64 and f32), an operand c[i] constant along J added BEFORE it
   (`add(c, product)`); its I (3), J and K (136) are what most tiles and
   k-blocks do not divide, so its points run shifted last tiles (2 rows of
-  3, 8 columns of 12) and k-blocks cut short (136 = 4 · 32 + 8 = 128 + 8).
+  3, 8 columns of 12) and k-blocks cut short (136 = 4 · 32 + 8 = 128 + 8);
+- `weights`: a dot's right derivative x[b, s, i] · ct[b, s, j] → [i, j]
+  (TN: both operands carry the summed axes before I and J), summed over b
+  and s (one loop each, s innermost, which a k-block divides: 36 = 32 + 4),
+  a bias c[j] added after it.
 
 The space of a nest (what the seed calls its points; the split and the
 epilogue are stated on top of a point, "like the split it stays as stated"):
@@ -183,6 +187,8 @@ class Nest:
     k: int
     nt: bool
     is_dot: bool
+    k_outer: tuple[int, ...] = ()
+    """A TN nest's summed axes besides K, outermost first (a dot's right derivative sums batch and seq)."""
 
 
 def dot(name: str, i: int, k: int, j: int) -> Nest:
@@ -246,6 +252,26 @@ func.func @prod_add(%p: !P, %v: !V, %r: !O) -> !O {{
     return Nest("values", source, (b, h), s, d, t, nt=False, is_dot=False)
 
 
+def weights(b: int, s: int, i: int, j: int) -> Nest:
+    """A dot's right derivative xᵀ · ct: x[b, s, i] · ct[b, s, j] → [i, j], summed over b and s (TN), a bias b[j] after it."""
+    source = f"""
+!X = !psk_core.tensor<[b: {b}, s: {s}, i: {i}]>
+!C = !psk_core.tensor<[b: {b}, s: {s}, j: {j}]>
+!O = !psk_core.tensor<[i: {i}, j: {j}]>
+!B = !psk_core.tensor<[j: {j}]>
+func.func @prod(%x: !X, %ct: !C) -> !O {{
+  %0 = psk_core.ein %x[b, s, i], %ct[b, s, j] : !O
+  func.return %0 : !O
+}}
+func.func @prod_add(%x: !X, %ct: !C, %c: !B) -> !O {{
+  %0 = psk_core.ein %x[b, s, i], %ct[b, s, j] : !O
+  %1 = psk_core.add %0, %c : !O
+  func.return %1 : !O
+}}
+"""
+    return Nest("weights", source, (), i, j, s, nt=False, is_dot=False, k_outer=(b,))
+
+
 def narrow(i: int, k: int, j: int) -> Nest:
     source = f"""
 !X = !psk_core.tensor<[i: {i}, k: {k}]>
@@ -266,14 +292,18 @@ func.func @prod_add(%x: !X, %w: !W, %c: !C) -> !O {{
 
 
 if LARGE:
-    NESTS = (square(128), scores(2, 4, 16, 32, 128), values(2, 4, 16, 128, 32), narrow(12, 136, 20))
+    NESTS = (
+        square(128), scores(2, 4, 16, 32, 128), values(2, 4, 16, 128, 32), narrow(12, 136, 20), weights(4, 136, 24, 40)
+    )
 else:
     # Small, and chosen so that every value of every decision is accepted on some nest: m_i = 8 and
     # n_j = 32 (two registers of 16 f32 per row, the widest tile) on `wide`, a dot of I = 8, K = 16 and
     # J = 32 in place of the large shapes' `square` (a square of 32 would put k-blocks of 32 in its
     # space and take several times as long); k-blocks of 32 (two blocks) on `scores` and `values`,
     # 128 on `narrow`, whose sizes the tiles and k-blocks do not divide (I = 3, K = 136, J = 12).
-    NESTS = (dot("wide", 8, 16, 32), scores(2, 2, 2, 8, 64), values(2, 2, 2, 64, 8), narrow(3, 136, 12))
+    NESTS = (
+        dot("wide", 8, 16, 32), scores(2, 2, 2, 8, 64), values(2, 2, 2, 64, 8), narrow(3, 136, 12), weights(2, 36, 6, 16)
+    )
 
 
 # --------------------------------------------------------------------------
@@ -304,6 +334,7 @@ class Oracle:
         pack = point.get("pack", False)
         widths = self.machine.lane_widths(self.storage)
         outer_loops = [(size, True) for size in n.outer]
+        summed_outer = [(size, False) for size in n.k_outer]
         if form == "row-wise":
             for name, neutral in NEUTRAL.items():
                 if name in point and point[name] != neutral:
@@ -312,7 +343,7 @@ class Oracle:
                 found.add(4)
             if self.storage != arith:
                 found.add(7)
-            loops = [*outer_loops, (n.i, True), (n.k, False), (n.j, True)]
+            loops = [*outer_loops, (n.i, True), *summed_outer, (n.k, False), (n.j, True)]
         else:
             m, cols = point.get("tile", [1, 1])
             kblock = point.get("kblock", "none")
@@ -332,7 +363,11 @@ class Oracle:
                 found.add(7)
             blocks = {"I": (-(-n.i // m), True), "J": (-(-n.j // cols), True),
                       "K": (-(-n.k // kblock) if kblock != "none" else 1, False)}  # fmt: skip
-            loops = [*outer_loops, *(blocks[c] for c in order), (n.k if kblock == "none" else kblock, False)]
+            # A TN nest's other summed axes loop just outside K's loops (the k-block loop, else the k loop).
+            block_loops = [loop for c in order for loop in ([*summed_outer, blocks[c]] if c == "K" else [blocks[c]])]
+            if "K" not in order:
+                block_loops += summed_outer
+            loops = [*outer_loops, *block_loops, (n.k if kblock == "none" else kblock, False)]
         split = point.get("split")
         if isinstance(split, dict):
             p = self.machine.workers()

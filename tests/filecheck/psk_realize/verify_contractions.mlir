@@ -5,7 +5,8 @@
 // The contraction nests of the seed: a dot whose right operand has rank two,
 // and an ein whose output is the outer axes, then I, then J, summed over one
 // K, with operand 1 NN ((..., K, J): attention's values) or NT ((..., J, K):
-// attention's scores). Each accepts every contraction decision at once, in
+// attention's scores), or TN: both operands carry the summed axes, one or
+// several, before I and J (a dot's right derivative, xᵀ · ct). Each accepts every contraction decision at once, in
 // its domain (a tile or a pack with the row-wise form is a
 // condition of the launch, not of the first check), and prints and reads
 // back what it states.
@@ -260,6 +261,48 @@ func.func @c17(%a: !A, %w: !W) -> !O {
   func.return %0 : !O
 }
 
+// -----
+
+// TN ein, a dot's right derivative xᵀ · ct: both operands carry the summed axes (b, s) before I and J
+!X = !psk_core.tensor<[b: 2, s: 8, i: 4]>
+!C = !psk_core.tensor<[b: 2, s: 8, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @c18(%x: !X, %ct: !C) -> !O {
+  %0 = psk_realize.nest "c18/%0" layout <form = "tiled", tile = [4, 16], kblock = 32, order = "JIK", lanes = 4, split = {depth = 1, workers = 2}, pack = true, epilogue = false> : !O {
+    %0 = psk_core.ein %x[b, s, i], %ct[b, s, j] : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// TN ein, a dot's right derivative xᵀ · ct: both operands carry the summed axes (b, s) before I and J
+!X = !psk_core.tensor<[b: 2, s: 8, i: 4]>
+!C = !psk_core.tensor<[b: 2, s: 8, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @c19(%x: !X, %ct: !C) -> !O {
+  %0 = psk_realize.nest "c19/%0" layout <form = "row-wise", tile = [1, 1], kblock = "none", order = "IJ", lanes = 1, split = "none", pack = false> : !O {
+    %0 = psk_core.ein %x[b, s, i], %ct[b, s, j] : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// TN ein, a dot's right derivative xᵀ · ct: both operands carry the summed axes (b, s) before I and J
+!X = !psk_core.tensor<[b: 2, s: 8, i: 4]>
+!C = !psk_core.tensor<[b: 2, s: 8, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @c20(%x: !X, %ct: !C) -> !O {
+  %0 = psk_realize.nest "c20/%0" layout <tile = [2, 4], kblock = 128, order = "KJI", lanes = 2, split = {depth = 2, workers = 16}> : !O {
+    %0 = psk_core.ein %x[b, s, i], %ct[b, s, j] : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
 // CHECK-LABEL: func.func @c0(
 // CHECK-NEXT:    %0 = psk_realize.nest "c0/%0" layout <form = "tiled", tile = [4, 16], kblock = 32, order = "JIK", lanes = 4, split = {depth = 1, workers = 2}, pack = true, epilogue = false> : !O {
 
@@ -313,3 +356,12 @@ func.func @c17(%a: !A, %w: !W) -> !O {
 
 // CHECK-LABEL: func.func @c17(
 // CHECK-NEXT:    %0 = psk_realize.nest "c17/%0" layout <tile = [2, 4], kblock = 128, order = "KJI", lanes = 2, split = {depth = 2, workers = 16}> : !O {
+
+// CHECK-LABEL: func.func @c18(
+// CHECK-NEXT:    %0 = psk_realize.nest "c18/%0" layout <form = "tiled", tile = [4, 16], kblock = 32, order = "JIK", lanes = 4, split = {depth = 1, workers = 2}, pack = true, epilogue = false> : !O {
+
+// CHECK-LABEL: func.func @c19(
+// CHECK-NEXT:    %0 = psk_realize.nest "c19/%0" layout <form = "row-wise", tile = [1, 1], kblock = "none", order = "IJ", lanes = 1, split = "none", pack = false> : !O {
+
+// CHECK-LABEL: func.func @c20(
+// CHECK-NEXT:    %0 = psk_realize.nest "c20/%0" layout <tile = [2, 4], kblock = 128, order = "KJI", lanes = 2, split = {depth = 2, workers = 16}> : !O {

@@ -9,9 +9,10 @@
 // contraction pattern (dot, NN ein, NT ein). The value stated is always in
 // its decision's domain, so the kind is what refuses it. A tile is also
 // refused on eight more nests that are no contraction (a dot with a rank-1
-// operand on either side, an ein of one operand, summing two axes, with its
-// left operand not (outer..., I, K) or its right operand's outer axes out
-// of order, a gather, a cross_entropy). The split, which every nest has,
+// operand on either side, an ein of one operand, summing two axes the
+// operands do not both carry before I and J, with its left operand (K, I)
+// and its right one (J, K), or its right operand's outer axes out of
+// order, a gather, a cross_entropy). The split, which every nest has,
 // and a softmax's passes are accepted.
 //
 // One chunk per (decision, nest); verify_contractions.mlir shows the
@@ -738,14 +739,14 @@ func.func @f(%a: !A, %w: !W) -> !O {
 
 // -----
 
-// tile on a ein whose left operand is not (outer..., I, K)
+// tile on a ein whose left operand carries K before I (TN) while its right one carries K innermost
 !A = !psk_core.tensor<[k: 8, i: 4]>
-!W = !psk_core.tensor<[k: 8, j: 16]>
+!W = !psk_core.tensor<[j: 16, k: 8]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
   // expected-error @+1 {{E7002: nest "f/%0", decision "tile": "tile" is not a decision of this nest, which is neither a contraction nor a softmax, so its only decision is the split}}
   %0 = psk_realize.nest "f/%0" layout <tile = [1, 8]> : !O {
-    %0 = psk_core.ein %a[k, i], %w[k, j] : !O
+    %0 = psk_core.ein %a[k, i], %w[j, k] : !O
     psk_realize.yield %0 : !O
   }
   func.return %0 : !O
