@@ -18,7 +18,10 @@ prices are cached by (nest shape, point): the four projections of an
 attention with the same shapes are priced once. And a point's splits share
 one lowering, its lanes above one one tile pass, and the points are priced
 in groups over the CPUs (`Pricer`, `_price_groups`): the prices are the
-full lowering's, to the bit, in a tenth of the time.
+full lowering's, to the bit, in a tenth of the time. And the terms each
+point lowers to are kept on disk (`presk.tuning.terms_cache`, keyed by the
+shape, the point, presk's code and the machine), so planning the same
+nests again lowers nothing: only the model runs, microseconds a point.
 
 A nest may be launched at several shapes (its kernel keyed by its operands'
 buffer types). It gets one layout, legal at every shape, whose
@@ -46,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from xdsl.dialects import func, scf
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.ir import Block, Region
 
 from presk.cost.kernel_cost import default_split
@@ -63,7 +66,7 @@ from presk.ir.context import presk_context
 from presk.lowering.contraction import LANES, lanes_attribute
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.epilogue import FoldEpilogues
-from presk.passes.kernel_layout import resolved
+from presk.passes.kernel_layout import resolved, stated
 from presk.passes.pack import PackOperands
 from presk.passes.softmax_passes import SoftmaxPasses
 from presk.passes.split import apply_split, split_kernels
@@ -75,6 +78,7 @@ from presk.plans import Plan, parse_plan
 from presk.target import Machine, target_machine
 from presk.tuning.calibration import Progress
 from presk.tuning.space import SPACES, Point, nest_space, point_key
+from presk.tuning.terms_cache import TermsCache
 
 __all__ = [
     "Isolated",
@@ -281,6 +285,12 @@ class Pricer:
     keep_tiles: bool = field(default=True, repr=False)
     """Whether `_tiled` keeps a copy for other lanes (a copy costs about what the tile pass does): the
     grouped pricing knows when no other lanes follow."""
+    store: TermsCache | None = field(default=None, repr=False)
+    """The terms kept on disk (`presk.tuning.terms_cache`): a point found there is not lowered."""
+    tile_reuses: int | None = field(default=None, repr=False)
+    """How many other lanes will reuse a kept tile pass (None: not known, so it is kept until evicted). The
+    grouped pricing knows: the last reuse then takes the kept module itself instead of a copy of it."""
+    reuses_left: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
 
     def cached(self, iso: Isolated, point: Point) -> bool:
         return (iso.key, point_key(point)) in self.cache
@@ -382,7 +392,8 @@ class Pricer:
         kernels = self._tiled(iso, base)
         splits = {op.sym_name.data for op in kernels.ops if isinstance(op, kernel.KernelOp) and "split" in resolved(op)}
         split_kernels(kernels, layout_machine)  # "executor": consumed, nothing moved
-        VectorizeContractions(machine=layout_machine).apply(ctx, kernels)
+        if _states_lanes(kernels):  # else psk-vectorize's walk over the unrolled tile finds nothing to do
+            VectorizeContractions(machine=layout_machine).apply(ctx, kernels)
         self.lowered += 1
         out: list[tuple[kernel.KernelOp, int, bool, KernelTerms | None]] = []
         for k, count in _launched(kernels, host_only=True):
@@ -409,7 +420,15 @@ class Pricer:
         if wide and key in self.tiles:
             self.tiles.move_to_end(key)
             module, _ = self.tiles[key]
-            kernels = module.clone()
+            left = self.reuses_left.get(key)
+            if left is not None and left <= 1:  # its last user: no copy to keep
+                del self.tiles[key]
+                del self.reuses_left[key]
+                kernels = module
+            else:
+                kernels = module.clone()
+                if left is not None:
+                    self.reuses_left[key] = left - 1
             for op in kernels.walk():
                 if LANES in op.attributes:
                     op.attributes[LANES] = lanes_attribute(lanes)  # type: ignore[arg-type]
@@ -429,19 +448,55 @@ class Pricer:
             marked = [op.attributes[LANES] for op in kernels.walk() if LANES in op.attributes]
             if marked and all(attr == lanes_attribute(lanes) for attr in marked):  # type: ignore[arg-type]
                 self.tiles[key] = (kernels.clone(), lanes)  # type: ignore[assignment]
+                if self.tile_reuses is not None:
+                    self.reuses_left[key] = self.tile_reuses
                 while len(self.tiles) > SHARED_LOWERINGS:
-                    self.tiles.popitem(last=False)
+                    evicted, _ = self.tiles.popitem(last=False)
+                    self.reuses_left.pop(evicted, None)
         return kernels
 
     def _price(self, iso: Isolated, point: Point, checked: bool = False) -> float | PreskError:
+        terms = self.stored_terms(iso, point, checked)
+        if isinstance(terms, PreskError):
+            return terms
+        return self.predict(terms)
+
+    def predict(self, terms: list[tuple[KernelTerms, int]]) -> float:
+        """Seconds of one launch of the nest whose kernels have `terms` (each with its launches)."""
+        seconds = predict_many(self.constants, [t for t, _ in terms])
+        return float(sum(s * n for s, (_, n) in zip(seconds, terms)))
+
+    def stored_terms(self, iso: Isolated, point: Point, checked: bool = False) -> list[tuple[KernelTerms, int]] | PreskError:
+        """`fast_terms`, or the lowering's E7002, from the terms cache when it has them (and put there when not)."""
+        key = point_key(point)
+        if self.store is not None:
+            found = self.store.get(iso.key, key)
+            if found is not None:
+                return found
         try:
-            terms = self.fast_terms(iso, point, checked)
+            terms: list[tuple[KernelTerms, int]] | PreskError = self.fast_terms(iso, point, checked)
         except PreskError as error:
             if error.code != "E7002":
                 raise
-            return error
-        seconds = predict_many(self.constants, [t for t, _ in terms])
-        return float(sum(s * n for s, (_, n) in zip(seconds, terms)))
+            terms = error
+        if self.store is not None:
+            self.store.put(iso.key, key, terms)
+        return terms
+
+
+def _states_lanes(kernels: ModuleOp) -> bool:
+    """Whether `psk-vectorize` has anything to do: a loop marked with lanes above one (`psk-tile` marks the
+    column loop of a tile whose layout states them), or lanes still stated on a kernel (which it refuses)."""
+    for op in kernels.walk():
+        if isinstance(op, kernel.KernelOp):
+            lanes = stated(op).get("lanes")
+            if isinstance(lanes, int) and lanes > 1:
+                return True
+        elif isinstance(op, scf.ForOp):
+            attr = op.attributes.get(LANES)
+            if isinstance(attr, IntegerAttr) and attr.value.data > 1:
+                return True
+    return False
 
 
 def _launched(kernels: ModuleOp, host_only: bool = False) -> list[tuple[kernel.KernelOp, int]]:
@@ -483,8 +538,12 @@ class NestChoice:
     """Refusals by condition (`3`, `4`, ..., `lowering`)."""
 
 
-def legal_points(nest: Nest, machine: Machine, space: str) -> tuple[list[Point], dict[str, int]]:
-    """The points of the nest's space legal at every shape (statically), in the space's order, and refusals."""
+def legal_points(nest: Nest, machine: Machine, space: str,
+                 store: TermsCache | None = None) -> tuple[list[Point], dict[str, int]]:  # fmt: skip
+    """The points of the nest's space legal at every shape (statically), in the space's order, and refusals.
+
+    `store`: the terms cache, which keeps each verdict (the checks are most
+    of what a plan whose terms are cached costs)."""
     spaces = [nest_space(iso.site, {}, machine, space) for iso, _ in nest.shapes]
     others = [{point_key(p) for p in s} for s in spaces[1:]]
     legal: list[Point] = []
@@ -494,13 +553,25 @@ def legal_points(nest: Nest, machine: Machine, space: str) -> tuple[list[Point],
         if not all(key in other for other in others):
             conditions["shape"] = conditions.get("shape", 0) + 1
             continue
-        found = next((v for iso, _ in nest.shapes if (v := iso.violation(point, machine)) is not None), None)
+        found = next((label for iso, _ in nest.shapes if (label := _verdict(iso, point, key, machine, store))), None)
         if found is not None:
-            label = str(found.condition)
-            conditions[label] = conditions.get(label, 0) + 1
+            conditions[found] = conditions.get(found, 0) + 1
             continue
         legal.append(point)
     return legal, conditions
+
+
+def _verdict(iso: Isolated, point: Point, key: str, machine: Machine, store: TermsCache | None) -> str:
+    """The condition `point` breaks at `iso` (`"3"`, `"4"`, ...), or `""`: the cache's, else checked (and kept)."""
+    if store is not None:
+        known = store.check(iso.key, key)
+        if known is not None:
+            return known
+    found = iso.violation(point, machine)
+    verdict = str(found.condition) if found is not None else ""
+    if store is not None:
+        store.put_check(iso.key, key, verdict)
+    return verdict
 
 
 def choose(
@@ -515,11 +586,13 @@ def choose(
     for nest in nests:
         shapes = tuple(iso.key for iso, _ in nest.shapes)
         if shapes not in checked:
-            checked[shapes] = legal_points(nest, pricer.machine, space)
+            checked[shapes] = legal_points(nest, pricer.machine, space, pricer.store)
         points, conditions = checked[shapes]
         legal.append((points, dict(conditions)))  # `_choose` adds its own refusals to each nest's counts
     todo = {(iso.key, point_key(p)) for nest, (points, _) in zip(nests, legal) for iso, _ in nest.shapes
             for p in points if not pricer.cached(iso, p)}  # fmt: skip
+    if pricer.store is not None:
+        todo -= _from_store(nests, legal, todo, pricer)
     progress = Progress(len(todo), label="pricing", stream=progress_stream or sys.stderr)
     try:
         jobs = plan_jobs()
@@ -533,6 +606,30 @@ def choose(
 
 PARALLEL_MIN = 64
 """Points to price below which the processes are not worth their start."""
+
+
+def _from_store(nests: Sequence[Nest], legal: Sequence[tuple[list[Point], dict[str, int]]],
+                todo: set[tuple[str, str]], pricer: Pricer) -> set[tuple[str, str]]:  # fmt: skip
+    """Price the points of `todo` whose terms the cache holds (the model alone: microseconds each); the keys
+    priced. A point the model cannot price (a group the profile lacks) is left for `_choose`, which says
+    which nest it was."""
+    assert pricer.store is not None
+    done: set[tuple[str, str]] = set()
+    for nest, (points, _) in zip(nests, legal):
+        for point in points:
+            for iso, _ in nest.shapes:
+                key = (iso.key, point_key(point))
+                if key not in todo or key in done:
+                    continue
+                terms = pricer.store.get(*key)
+                if terms is None:
+                    continue
+                try:
+                    pricer.cache[key] = terms if isinstance(terms, PreskError) else pricer.predict(terms)
+                except PreskError:
+                    continue
+                done.add(key)
+    return done
 
 
 def plan_jobs() -> int:
@@ -607,23 +704,28 @@ def _price_groups(
     try:
         if jobs > 1:
             with multiprocessing.get_context("fork").Pool(jobs, initializer=_quiet_collector) as pool:
-                results: Iterable[tuple[list[tuple[str, str, Any]], int]] = pool.imap(_price_chunk, chunks)
+                results: Iterable[tuple[list[tuple[str, str, Any]], int, dict[str, dict[str, Any]]]]
+                results = pool.imap(_price_chunk, chunks)
                 _merge(results, pricer, sites, progress)
-        else:
-            _merge(((priced, 0) for priced, _ in map(_price_chunk, chunks)), pricer, sites, progress)  # counted here
+        else:  # lowerings counted here already; the terms handed back to be stored again (`_price_chunk`)
+            _merge(((priced, 0, stored) for priced, _, stored in map(_price_chunk, chunks)), pricer, sites, progress)
     finally:
         _FORKED = None
 
 
 def _merge(
-    results: Iterable[tuple[list[tuple[str, str, Any]], int]], pricer: Pricer, sites: dict[tuple[str, str], str],
-    progress: Progress,
+    results: Iterable[tuple[list[tuple[str, str, Any]], int, dict[str, dict[str, Any]]]], pricer: Pricer,
+    sites: dict[tuple[str, str], str], progress: Progress,
 ) -> None:  # fmt: skip
-    for priced, lowered in results:
+    for priced, lowered, stored in results:
         pricer.lowered += lowered
         for iso_key, key, value in priced:
             pricer.cache[(iso_key, key)] = value if isinstance(value, float) else PreskError(*value)
             progress.step(sites[(iso_key, key)])
+        if pricer.store is not None:
+            for iso_key, entries in stored.items():
+                for key, entry in entries.items():
+                    pricer.store.put_encoded(iso_key, key, entry)
 
 
 def _quiet_collector() -> None:
@@ -638,9 +740,11 @@ def _quiet_collector() -> None:
     gc.disable()
 
 
-def _price_chunk(chunk: list[tuple[str, list[Point]]]) -> tuple[list[tuple[str, str, Any]], int]:
-    """The prices of `chunk`'s points ((code, message) for a refusal, as a forked process returns it), and
-    the lowerings."""
+def _price_chunk(
+    chunk: list[tuple[str, list[Point]]],
+) -> tuple[list[tuple[str, str, Any]], int, dict[str, dict[str, Any]]]:
+    """The prices of `chunk`'s points ((code, message) for a refusal, as a forked process returns it), the
+    lowerings, and the terms cache's new entries (a forked process's cache is its own copy)."""
     assert _FORKED is not None
     pricer, isos = _FORKED
     before = pricer.lowered
@@ -648,6 +752,7 @@ def _price_chunk(chunk: list[tuple[str, list[Point]]]) -> tuple[list[tuple[str, 
     for iso_key, points in chunk:
         wide = {p.get("lanes") for p in points if isinstance(p.get("lanes"), int) and p["lanes"] > 1}
         pricer.keep_tiles = len(wide) > 1
+        pricer.tile_reuses = len(wide) - 1
         for point in points:
             try:
                 value = pricer._price(isos[iso_key], point, checked=True)  # legal: `_legal` checked every shape
@@ -656,10 +761,15 @@ def _price_chunk(chunk: list[tuple[str, list[Point]]]) -> tuple[list[tuple[str, 
             out.append((iso_key, point_key(point), value if isinstance(value, float) else (value.code, value.message)))
     pricer.shared.clear()
     pricer.tiles.clear()
+    pricer.reuses_left.clear()
     pricer.keep_tiles = True
+    pricer.tile_reuses = None
+    stored: dict[str, dict[str, Any]] = {}
+    if pricer.store is not None:
+        stored, pricer.store.added = pricer.store.added, {}
     if not gc.isenabled():
         gc.collect()
-    return out, pricer.lowered - before
+    return out, pricer.lowered - before, stored
 
 
 def _choose(
@@ -723,6 +833,8 @@ class PlanResult:
     space: str
     lowerings: int = 0
     """Lowerings they took (`Pricer.lowered`): a point's splits and its lanes above one share them."""
+    stored: int = 0
+    """Points whose terms came from the terms cache (`presk.tuning.terms_cache`): not lowered at all."""
 
 
 def make_plan(
@@ -752,15 +864,21 @@ def make_plan(
     desc = profile.machine_desc or MachineDesc.of(machine)
     base = parse_plan({"realization": realization}, "--realize")
     nests = capture(module, entry, env, base)
-    pricer = Pricer(constants, desc, frozenset(profile.rules), machine)
+    store = TermsCache.open(desc, frozenset(profile.rules), machine, target_machine())
+    pricer = Pricer(constants, desc, frozenset(profile.rules), machine, store=store)
     u = profile.u if profile.u is not None else 0.0
-    choices = choose(nests, pricer, u, space)
+    try:
+        choices = choose(nests, pricer, u, space)
+    finally:  # what was lowered is kept, even when an error or Ctrl-C stops the choice
+        if store is not None:
+            store.save()
     plan: dict[str, Any] = {
         "realization": _relative_realization(realization, plan_dir),
         "profile": profile_path,
         "layout": {choice.nest.site: choice.point for choice in choices},
     }
-    return PlanResult(plan, choices, u, len(pricer.cache), profile_path, space, pricer.lowered)
+    return PlanResult(plan, choices, u, len(pricer.cache), profile_path, space, pricer.lowered,
+                      store.hits if store is not None else 0)  # fmt: skip
 
 
 def _relative_realization(realization: str, plan_dir: str) -> str:
@@ -791,8 +909,9 @@ def _time(seconds: float) -> str:
 
 def report(result: PlanResult) -> Iterable[str]:
     """Per nest: its launches and shapes, the point chosen, its predicted time, and how many come close."""
+    cached = f" and the terms cache ({result.stored} points)" if result.stored else ""
     yield (f"{len(result.choices)} nests, space {result.space}, profile {result.profile_path} "
-           f"(u = {result.u:.3g}); {result.lowered} points priced from {result.lowerings} lowerings")  # fmt: skip
+           f"(u = {result.u:.3g}); {result.lowered} points priced from {result.lowerings} lowerings{cached}")  # fmt: skip
     total = 0.0
     for choice in result.choices:
         nest = choice.nest
