@@ -103,6 +103,7 @@ def auto_plan(
         except OSError as error:
             raise PreskError("E0001", f"cannot write the plan '{save_plan}': {error.strerror}") from None
         saved = f", saved to {save_plan}"
+    cached = f", {result.stored} from the terms cache" if result.stored else ""
     err.write(f"--plan auto: @{entry}: {len(result.choices)} nests planned with {profile_path} in {seconds:.1f} s"
-              f" ({result.lowered} points priced){saved}\n")  # fmt: skip
+              f" ({result.lowered} points priced{cached}){saved}\n")  # fmt: skip
     return parse_plan(result.plan, "--plan auto")
