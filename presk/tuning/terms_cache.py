@@ -27,7 +27,10 @@ none), which a warm plan would otherwise spend most of its time on.
 `PRESK_TERMS_CACHE=off` turns it off. A file that cannot be read is
 treated as empty and rewritten: it is a cache, never the only copy.
 Writes go to a temporary file renamed over the old one, after merging what
-another process may have written meanwhile.
+another process may have written meanwhile. A file is touched when read,
+and one untouched for `MAX_AGE_DAYS` is deleted when the cache is next
+written: every change to presk starts new files (a shape of the course GPT
+is about a megabyte), so the old ones must go.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -51,6 +55,8 @@ FORMAT = "presk-terms-cache"
 VERSION = 1
 OFF_ENV = "PRESK_TERMS_CACHE"
 """`off` (or `0`, `no`): plan without the cache, neither reading nor writing it."""
+MAX_AGE_DAYS = 30
+"""A file neither read nor written for this long is deleted (another version of presk, a shape planned once)."""
 
 Entry = list[tuple[KernelTerms, int]] | PreskError
 """A point's terms: each kernel's with its launches per launch of the nest, or the lowering's E7002."""
@@ -119,7 +125,13 @@ class TermsCache:
     def _shape(self, shape: str) -> dict[str, Any]:
         data = self.shapes.get(shape)
         if data is None:
-            data = self.shapes[shape] = _read(self._file(shape))
+            path = self._file(shape)
+            data = self.shapes[shape] = _read(path)
+            if data["points"] or data["checks"]:
+                try:
+                    os.utime(path)  # in use: not old (`MAX_AGE_DAYS`)
+                except OSError:
+                    pass
         return data
 
     def _points(self, shape: str) -> dict[str, Any]:
@@ -174,6 +186,8 @@ class TermsCache:
             except OSError:
                 if temporary is not None:
                     Path(temporary).unlink(missing_ok=True)
+        if self.added or self.added_checks:
+            _prune(self.folder)
         self.added, self.added_checks = {}, {}
 
 
@@ -182,6 +196,21 @@ def encode(value: Entry) -> dict[str, Any]:
     if isinstance(value, PreskError):
         return {"refused": value.message}
     return {"kernels": [[terms.to_json(), count] for terms, count in value]}
+
+
+def _prune(folder: Path) -> None:
+    """Delete the files untouched for `MAX_AGE_DAYS` (and temporary files a killed write left as long)."""
+    oldest = time.time() - MAX_AGE_DAYS * 86400
+    try:
+        paths = list(folder.iterdir())
+    except OSError:
+        return
+    for path in paths:
+        try:
+            if path.suffix in (".json", ".tmp") and path.stat().st_mtime < oldest:
+                path.unlink()
+        except OSError:
+            continue
 
 
 def _read(path: Path) -> dict[str, Any]:

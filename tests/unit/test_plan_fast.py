@@ -177,6 +177,30 @@ def test_a_corrupt_cache_file_is_priced_again_and_rewritten(cache_dir: Path) -> 
     assert store().get(iso.key, point_key(point)) is not None
 
 
+def test_files_untouched_for_a_month_are_deleted_and_read_ones_are_touched(cache_dir: Path) -> None:
+    import os
+    import time
+
+    (first, _) = nests()
+    iso = first.shapes[0][0]
+    points = legal_points(first, target_machine(), "quick")[0]
+    kept = store()
+    pricer(kept).price(iso, points[0])
+    kept.save()
+    (used,) = cache_dir.glob("*.json")
+    old = time.time() - 31 * 86400
+    stale = cache_dir / "0123456789abcdef0123456789abcdef01234567.json"
+    stale.write_text("{}")
+    for path in (used, stale):
+        os.utime(path, (old, old))
+    again = store()
+    p = pricer(again)
+    assert p.price(iso, points[0]) is not None and p.lowered == 0  # read: touched
+    p.price(iso, points[1])  # a new point: written, and the folder pruned
+    again.save()
+    assert used.exists() and not stale.exists()
+
+
 def test_the_cache_can_be_turned_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PRESK_TERMS_CACHE", "off")
     machine = target_machine()
