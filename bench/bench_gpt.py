@@ -57,6 +57,9 @@ from timing import positive_int, run_per_thread_count
 
 PROGRAM = ROOT / "corpus" / "nlp" / "gpt.mlir"
 ENTRY = "loss"
+GRAD_ENTRY = "loss_grad"
+"""`--grad`: the loss and its gradient wrt every parameter (`psk_core.value_and_grad`), against torch's
+forward and backward."""
 COURSE_CONSTS = {"D": 384, "H": 6, "L": 6, "C": 256}
 COURSE_DIMS = {"B": 8, "T": 256}
 QUICK_CONSTS = {"D": 64, "H": 2, "L": 2, "C": 64}
@@ -84,6 +87,11 @@ F64_RTOL = 1e-12
 ulps each, amplified by the attention scores' magnitude (hundreds) in the
 softmax. Measured: 0 to 3.5e-16 at --quick, 5.6e-15 at the course size; the
 smallest of the mistakes above moves the loss by 2.4e-6."""
+
+
+GRAD_RTOL = 1e-3
+"""`--grad`: presk's f32 gradient against torch's, the relative L2 difference of each leaf (GPT-2's
+initialisation, `loss_grad`'s). See docs/performance.md for what was measured against it."""
 
 
 def parse_sizes(items: list[str], flag: str) -> dict[str, int]:
@@ -114,19 +122,24 @@ def _rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(b), 1e-300)
 
 
-def torch_gpt(torch: Any, named: dict[str, Any], env: dict[str, int], dtype: Any) -> Any:
+def torch_gpt(torch: Any, named: dict[str, Any], env: dict[str, int], dtype: Any, grad: bool = False) -> Any:
     """A `torch.nn.Module` computing the program's loss from `named` (`.npz` key -> array), in `dtype`.
 
     Every parameter is a copy of one leaf (or one layer of a stacked leaf);
-    `forward(ids, targets)` returns the mean cross-entropy.
+    `forward(ids, targets)` returns the mean cross-entropy. With `grad` the
+    parameters require gradients, and `model.sources` lists each one's
+    (key, layer, transposed) so that its gradient maps back to presk's leaf.
     """
     nn, F = torch.nn, torch.nn.functional
     d, h, n_layers, v = env["D"], env["H"], env["L"], env["V"]
+    sources: list[tuple[Any, str, int | None, bool]] = []
 
     def tensor(key: str, layer: int | None = None, transpose: bool = False) -> Any:
         a = named[key] if layer is None else named[key][layer]
         t = torch.tensor(a, dtype=dtype)
-        return nn.Parameter((t.T if transpose else t).contiguous(), requires_grad=False)
+        parameter = nn.Parameter((t.T if transpose else t).contiguous(), requires_grad=grad)
+        sources.append((parameter, key, layer, transpose))
+        return parameter
 
     def linear(key: str, bias: str | None, layer: int) -> Any:
         # presk's dot weight is [in, out] (x . w); nn.Linear holds [out, in] (x w^T).
@@ -183,7 +196,43 @@ def torch_gpt(torch: Any, named: dict[str, Any], env: dict[str, int], dtype: Any
             logits = self.head(self.ln_f(x))
             return F.cross_entropy(logits.reshape(-1, v), targets.reshape(-1))
 
-    return GPT().eval()
+    model = GPT().eval()
+    model.sources = sources
+    return model
+
+
+def torch_gradient(torch: Any, model: Any, named: dict[str, Any]) -> dict[str, Any]:
+    """torch's gradient (after a backward) as presk's leaves: `.npz` key -> array, stacked layers restacked."""
+    import numpy as np
+
+    out: dict[str, Any] = {key: np.zeros(np.shape(named[key]), dtype=np.float64) for _, key, _, _ in model.sources}
+    for parameter, key, layer, transpose in model.sources:
+        g = parameter.grad.detach().double().numpy() if parameter.grad is not None else 0.0
+        g = g.T if transpose else g
+        if layer is None:
+            out[key] = out[key] + g
+        else:
+            out[key][layer] = g
+    return out
+
+
+def _check_gradients(torch_grads: dict[str, Any], presk_grads: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Each presk contender's gradient against torch's: the largest relative L2 difference over the leaves."""
+    import numpy as np
+
+    worst: dict[str, float] = {}
+    for label, leaves in presk_grads.items():
+        diffs = {}
+        for key, want in torch_grads.items():
+            got = leaves["1." + key.removeprefix("params.")]
+            diffs[key] = float(np.linalg.norm(got - want) / max(float(np.linalg.norm(want)), 1e-300))
+        key = max(diffs, key=diffs.__getitem__)
+        worst[label] = diffs[key]
+        _say(f"  f32 gradient: {label} against torch, largest relative L2 difference {diffs[key]:.2e} ({key}; "
+             f"tolerance {GRAD_RTOL:g})")  # fmt: skip
+        if not diffs[key] <= GRAD_RTOL:
+            _fail(f"{label}'s gradient of {key} differs from torch's by {diffs[key]:.3e} relative (> {GRAD_RTOL:g})")
+    return worst
 
 
 def _worker(args: argparse.Namespace) -> dict[str, Any]:
@@ -212,7 +261,8 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     parsed.verify()
     module = parsed.module
     env = sizes.resolve(module, args.consts, args.dims)
-    func = find_entry(module, ENTRY)
+    entry = GRAD_ENTRY if args.grad else ENTRY
+    func = find_entry(module, entry)
     values = load_inputs(args.inputs, func, env) if args.inputs else make_inputs(func, env, args.seed)
     named = {key: np.asarray(leaf) for name, value in zip(argument_names(func), values)
              for key, leaf in leaf_items(value, name + ".")}  # fmt: skip
@@ -225,15 +275,21 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
 
     def host_of(plan: Plan, label: str) -> tuple[Any, list[Any], float]:
         start = time.perf_counter()
-        host = HostProgram(lower(module, ENTRY, env, plan), runner)
+        host = HostProgram(lower(module, entry, env, plan), runner)
         prepared = host.prepare_inputs(leaves)
-        loss = float(np.asarray(host(prepared)[0], dtype=np.float64))  # compiles the kernels (or reads the cache)
+        outputs = host(prepared)  # compiles the kernels (or reads the cache)
+        loss = float(np.asarray(outputs[0], dtype=np.float64))
+        if args.grad:
+            gradients[label] = {path: np.array(leaf, dtype=np.float64) for path, leaf in zip(host.result_paths, outputs)}
         record["compile_s"][label] = time.perf_counter() - start
         _say(f"  {label}: lowered and compiled in {record['compile_s'][label]:.1f} s, loss {loss!r}")
         return host, prepared, loss
 
     _say(f"threads={args.threads}: {' '.join(f'{k}={v}' for k, v in env.items())}")
-    presk: dict[str, tuple[Any, list[Any], float]] = {"presk": host_of(plan_from_options("f32", None), "presk")}
+    gradients: dict[str, dict[str, Any]] = {}
+    presk: dict[str, tuple[Any, list[Any], float]] = {}
+    if not args.no_default:
+        presk["presk"] = host_of(plan_from_options("f32", None), "presk")
     plans: dict[str, Any] = {}
     for spec in args.plan:
         if spec == "auto":
@@ -246,7 +302,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
             profile = resolve_profile(args.profile, target_machine(), sys.stderr)  # measured on first use
             record["planning_s"]["profile"] = time.perf_counter() - start
             start = time.perf_counter()
-            result = make_plan(module, ENTRY, env, "f32", profile, warn=sys.stderr)
+            result = make_plan(module, entry, env, "f32", profile, warn=sys.stderr)
             record["planning_s"][label] = time.perf_counter() - start
             _say(f"  {label}: {len(result.choices)} nests planned with {profile} in "
                  f"{record['planning_s'][label]:.1f} s ({result.lowered} points priced)")  # fmt: skip
@@ -262,11 +318,18 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     record["plans"] = plans
 
     ids, targets = (torch.from_numpy(np.ascontiguousarray(named[k], dtype=np.int64)) for k in ("ids", "targets"))
-    model = torch_gpt(torch, named, env, torch.float32)
-    with torch.no_grad():
-        torch_loss = float(model(ids, targets))
+    model = torch_gpt(torch, named, env, torch.float32, grad=args.grad)
+    if args.grad:
+        model.zero_grad(set_to_none=True)
+        loss_t = model(ids, targets)
+        loss_t.backward()
+        torch_loss = float(loss_t.detach())
+        record["grad_rel_diff"] = _check_gradients(torch_gradient(torch, model, named), gradients)
+    else:
+        with torch.no_grad():
+            torch_loss = float(model(ids, targets))
     record["loss"]["torch eager"] = torch_loss
-    default_loss = presk["presk"][2]
+    default_loss = presk["presk"][2] if "presk" in presk else None
     for label, (_, _, loss) in presk.items():
         record["loss"][label] = loss
         rel = _rel(loss, torch_loss)
@@ -276,9 +339,9 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
                   f"(> {F32_RTOL:g}): the two models do not compute the same thing")  # fmt: skip
     record["f32_rel_diff"] = {label: _rel(loss, torch_loss) for label, (_, _, loss) in presk.items()}
     record["plan_bits_equal_default"] = {label: loss == default_loss for label, (_, _, loss) in presk.items()
-                                         if label != "presk"}  # fmt: skip
+                                         if label != "presk" and default_loss is not None}  # fmt: skip
 
-    if args.check_f64:
+    if args.check_f64 and not args.grad:
         host64, prepared64, loss64 = host_of(plan_from_options("f64", None), "presk f64")
         del host64, prepared64
         with torch.no_grad():
@@ -290,6 +353,11 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
             _fail(f"presk's f64 loss {loss64!r} and torch's {torch64!r} differ by {rel:.3e} relative (> {F64_RTOL:g})")
 
     def eager() -> Any:
+        if args.grad:  # forward and backward, the gradients set afresh
+            model.zero_grad(set_to_none=True)
+            loss = model(ids, targets)
+            loss.backward()
+            return loss
         with torch.no_grad():
             return model(ids, targets)
 
@@ -301,9 +369,13 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     try:
         compiled = torch.compile(model)
         start = time.perf_counter()
-        with torch.no_grad():
-            compiled_loss = float(compiled(ids, targets))  # the compilation
-            compiled(ids, targets)
+        if args.grad:
+            compiled_loss = float(compiled(ids, targets).detach())  # the compilation, forward and backward
+            compiled(ids, targets).backward()
+        else:
+            with torch.no_grad():
+                compiled_loss = float(compiled(ids, targets))  # the compilation
+                compiled(ids, targets)
         record["compile_s"]["torch.compile"] = time.perf_counter() - start
         record["loss"]["torch.compile"] = compiled_loss
         _say(f"  torch.compile: compiled in {record['compile_s']['torch.compile']:.1f} s, loss {compiled_loss!r}")
@@ -311,6 +383,11 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
             _fail(f"torch.compile's loss {compiled_loss!r} and eager's {torch_loss!r} differ beyond {F32_RTOL:g}")
 
         def compiled_call() -> Any:
+            if args.grad:
+                model.zero_grad(set_to_none=True)
+                loss = compiled(ids, targets)
+                loss.backward()
+                return loss
             with torch.no_grad():
                 return compiled(ids, targets)
 
@@ -363,6 +440,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of presk's generated inputs (default 0)")
     parser.add_argument("--inputs", metavar="FILE.npz", help="the loss's inputs instead (keys as presk run's)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: D=64, H=2, L=2, C=64, B=2, T=32, 3 rounds")
+    parser.add_argument("--no-default", action="store_true",
+                        help="do not time presk at its default layouts (with --grad at the course size, minutes a call)")
+    parser.add_argument("--grad", action="store_true",
+                        help=f"time @{GRAD_ENTRY}, the loss and its gradient, against torch's forward and backward")
     parser.add_argument("--json", metavar="FILE", help="also write the records to FILE")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--check-f64", action="store_true", help=argparse.SUPPRESS)
@@ -398,7 +479,8 @@ def main() -> None:
                    *(f"--dims={k}={v}" for k, v in args.dims.items()),
                    *(f"--plan={p}" for p in args.plan),
                    *([f"--profile={args.profile}"] if args.profile else []),
-                   *([f"--inputs={args.inputs}"] if args.inputs else [])]  # fmt: skip
+                   *([f"--inputs={args.inputs}"] if args.inputs else []),
+                   *(["--grad"] if args.grad else []), *(["--no-default"] if args.no_default else [])]  # fmt: skip
     start = time.perf_counter()
     records: list[dict[str, Any]] = []
     for i, threads in enumerate(thread_counts):
@@ -409,7 +491,7 @@ def main() -> None:
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     env = records[0]["env"]
-    print(f"\ncorpus/nlp/gpt.mlir @loss, {' '.join(f'{k}={env[k]}' for k in ('V', 'D', 'H', 'L', 'C', 'B', 'T'))}, "
+    print(f"\ncorpus/nlp/gpt.mlir @{GRAD_ENTRY if args.grad else ENTRY}, {' '.join(f'{k}={env[k]}' for k in ('V', 'D', 'H', 'L', 'C', 'B', 'T'))}, "
           f"f32; medians (quartiles) of {args.rounds} interleaved rounds of {args.block} call(s); "
           f"load average {load:.1f} at the end; whole run {wall:.0f} s")  # fmt: skip
     f64 = records[0].get("f64")

@@ -148,7 +148,7 @@ def emit_reduction(kb: KernelBuilder, op: core.ReductionOp, x: Operand, out: SSA
     kept = [n for n in xt.names if n not in op.axes]
     counts = dict(zip(xt.names, static_sizes(xt)))
     is_max = isinstance(op, core.ReduceMaxOp)
-    if not is_max and kept and list(xt.names) == [*kept, *reduced]:
+    if not is_max and kept and list(xt.names) in ([*kept, *reduced], [*reduced, *kept]):
         _emit_row_sums(kb, op, x, out, arith_type, kept, reduced, counts)
         return
     with kb.nest([counts[n] for n in kept]) as ivs:
@@ -169,11 +169,15 @@ def _emit_row_sums(
     kb: KernelBuilder, op: core.ReductionOp, x: Operand, out: SSAValue, arith_type: Attribute,
     kept: Sequence[str], reduced: Sequence[str], counts: Mapping[str, int],
 ) -> None:  # fmt: skip
-    """A sum or mean over trailing axes: rows in blocks (`presk.lowering.row_blocks`).
+    """A sum or mean over trailing or leading axes: rows in blocks (`presk.lowering.row_blocks`).
 
     Each row's sum still runs over its elements in increasing order; a block
     of consecutive rows shares the loops, one running value per row, which
-    native code advances together in the lanes of a vector.
+    native code advances together in the lanes of a vector. Over leading
+    axes (a bias's gradient, Σ over batch and seq of ct[batch, seq, out]) a
+    block's rows are consecutive columns: each step of the reduced loops
+    reads them from one cache line, where a column alone read a line per
+    element and used one element of it.
     """
     with row_blocks(kb, kept, counts) as block:
 
