@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from xdsl.dialects import func, scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Block, Region
 
 from presk.cost.kernel_cost import default_split
@@ -66,7 +66,7 @@ from presk.ir.context import presk_context
 from presk.lowering.contraction import LANES, lanes_attribute
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.passes.epilogue import FoldEpilogues
-from presk.passes.kernel_layout import resolved, stated
+from presk.passes.kernel_layout import resolved
 from presk.passes.pack import PackOperands
 from presk.passes.softmax_passes import SoftmaxPasses
 from presk.passes.split import apply_split, split_kernels
@@ -392,8 +392,7 @@ class Pricer:
         kernels = self._tiled(iso, base)
         splits = {op.sym_name.data for op in kernels.ops if isinstance(op, kernel.KernelOp) and "split" in resolved(op)}
         split_kernels(kernels, layout_machine)  # "executor": consumed, nothing moved
-        if _states_lanes(kernels):  # else psk-vectorize's walk over the unrolled tile finds nothing to do
-            VectorizeContractions(machine=layout_machine).apply(ctx, kernels)
+        VectorizeContractions(machine=layout_machine).apply(ctx, kernels)
         self.lowered += 1
         out: list[tuple[kernel.KernelOp, int, bool, KernelTerms | None]] = []
         for k, count in _launched(kernels, host_only=True):
@@ -482,21 +481,6 @@ class Pricer:
         if self.store is not None:
             self.store.put(iso.key, key, terms)
         return terms
-
-
-def _states_lanes(kernels: ModuleOp) -> bool:
-    """Whether `psk-vectorize` has anything to do: a loop marked with lanes above one (`psk-tile` marks the
-    column loop of a tile whose layout states them), or lanes still stated on a kernel (which it refuses)."""
-    for op in kernels.walk():
-        if isinstance(op, kernel.KernelOp):
-            lanes = stated(op).get("lanes")
-            if isinstance(lanes, int) and lanes > 1:
-                return True
-        elif isinstance(op, scf.ForOp):
-            attr = op.attributes.get(LANES)
-            if isinstance(attr, IntegerAttr) and attr.value.data > 1:
-                return True
-    return False
 
 
 def _launched(kernels: ModuleOp, host_only: bool = False) -> list[tuple[kernel.KernelOp, int]]:
