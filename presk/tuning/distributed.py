@@ -46,8 +46,8 @@ lowering that loops) would otherwise hold its actor, and the run, for ever.
 Each point has a timeout (`--point-timeout`, else `point_timeout`'s
 default: a fixed bound plus a multiple of its predicted time), counted
 from when its actor starts it, never from when its batch was queued: an
-actor runs its batch in one thread and answers `status` in another (two
-threads, `max_concurrency=2`), so the driver knows which point of the
+actor runs its batch in one thread and answers `status` in another (a
+concurrency group of its own, `STATUS_GROUP`), so the driver knows which point of the
 batch it is on and for how long. A point past its timeout is recorded as
 timed out (a line of autotune with `"bits": "timeout"`, never chosen; a
 calibration point without samples), the points of the batch it finished
@@ -122,6 +122,9 @@ STATUS_S = 5.0
 """How long the driver waits for an actor's `status` before timing its point from its last answer."""
 POLL_S = 1.0
 """How often the driver asks the busy actors where they are, while points have timeouts."""
+STATUS_GROUP = "status"
+"""The actors' concurrency group of `status`: a thread of its own, so that it answers while `run` runs (whose
+calls, in the default group, still run one at a time: a batch queued behind another waits for it)."""
 
 
 def point_timeout(stated_s: float | None, predicted_s: float | None) -> float:
@@ -261,7 +264,7 @@ class Measurer:
 
     def status(self) -> tuple[int, float, list[tuple[str, Any]]] | None:
         """Where the running batch is: its point being measured (index), for how many seconds, and the outcomes
-        of the points before it; None when idle. Answered while `run` runs (the actor has two threads)."""
+        of the points before it; None when idle. Answered while `run` runs (its own thread, `STATUS_GROUP`)."""
         current = self.current
         if current is None:
             return None
@@ -481,7 +484,8 @@ class Cluster:
         for w in self.workers:
             taken.setdefault(w.info.node, set()).add(w.info.slot)
         env = {k: v for k, v in os.environ.items() if k.startswith("PRESK_")}
-        actor = ray.remote(self.actor)
+        # `status` (where the batch is, for the timeouts) has a thread of its own; `run`s stay one at a time.
+        actor = ray.remote(concurrency_groups={STATUS_GROUP: 1})(self.actor)
         pending = []
         for node in ray.nodes():
             if not node.get("Alive"):
@@ -491,9 +495,8 @@ class Cluster:
                 if slot in taken.get(node["NodeID"], set()):
                     continue
                 strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-                # Two threads: `run` in one, `status` (where the batch is, for the timeouts) in the other.
                 handle = actor.options(num_cpus=1, max_restarts=0, max_task_retries=0, scheduling_strategy=strategy,
-                                       max_concurrency=2, runtime_env={"env_vars": env}).remote(slot)  # fmt: skip
+                                       runtime_env={"env_vars": env}).remote(slot)  # fmt: skip
                 pending.append((handle, handle.info.remote(), node.get("NodeManagerHostname", node["NodeID"])))
         if not pending and not self.workers:
             raise PreskError("E4001", "the Ray cluster has no CPU to measure on")
@@ -734,7 +737,8 @@ class Cluster:
         `timed_out`, and the points after it (and, if the actor never
         answered, the ones before) go back to the front of their queue."""
         ray = self.ray
-        asked = {ref: worker.handle.status.remote() for ref, (worker, _) in flight.items()}
+        asked = {ref: worker.handle.status.options(concurrency_group=STATUS_GROUP).remote()
+                 for ref, (worker, _) in flight.items()}  # fmt: skip
         replace = False
         for ref, question in asked.items():
             worker, items = flight[ref]

@@ -241,6 +241,29 @@ def test_a_worker_too_stuck_to_answer_is_timed_from_its_batch_s_start(tmp_path: 
     assert sum(w.alive for w in cluster.workers) == 2 and stopped[0] not in {w.info.pid for w in cluster.workers}
 
 
+def test_an_actor_answers_status_while_it_runs_and_runs_its_batches_one_at_a_time(local_ray: None) -> None:
+    class Sleepy(Measurer):
+        def _one(self, job: str, shared: Any, item: Any, whole_node: bool) -> tuple[str, Any]:
+            start = time.monotonic()
+            time.sleep(item)
+            return ("done", (start, time.monotonic()))
+
+    from presk.tuning.distributed import STATUS_GROUP
+
+    with Cluster(err=io.StringIO(), actor=Sleepy) as cluster:
+        cluster.start()
+        handle = cluster.workers[0].handle
+        first = handle.run.remote("sleep", None, [0.3, 1.5], False)
+        second = handle.run.remote("sleep", None, [0.3], False)
+        time.sleep(0.9)  # into the first batch's second point
+        index, seconds, done = ray.get(handle.status.options(concurrency_group=STATUS_GROUP).remote(), timeout=10)
+        assert index == 1 and 0 < seconds < 1.5 and len(done) == 1 and done[0][0] == "done"
+        (_, (_, end)), _ = ray.get(first)
+        ((_, (start, _)),) = ray.get(second)
+        assert start >= end  # queued behind the first, not beside it on the same core
+        assert ray.get(handle.status.options(concurrency_group=STATUS_GROUP).remote(), timeout=10) is None
+
+
 def test_the_default_point_timeout_grows_with_the_prediction() -> None:
     assert point_timeout(None, None) == POINT_TIMEOUT_S
     assert point_timeout(None, 2.0) == POINT_TIMEOUT_S + TIMEOUT_PREDICTIONS * 2.0
