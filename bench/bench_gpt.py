@@ -4,6 +4,8 @@
     python bench/bench_gpt.py --threads 1,2 --rounds 11 --plan auto --profile P.json
     python bench/bench_gpt.py --plan gpt-plan.json --const L=4 --dims B=4,T=128
     python bench/bench_gpt.py --quick                          # D=64, H=2, L=2, C=64, B=2, T=32, 3 rounds
+    python bench/bench_gpt.py --grad --no-default --plan bench/plans/gpt_grad_plan.json   # loss_grad vs forward+backward
+    python bench/bench_gpt.py --step --no-default --plan bench/plans/gpt_grad_plan.json   # a training step, AdamW too
 
 The model is the program's (`--const` overrides its constants, default the
 course GPT's D=384, H=6, L=6, C=256 with the file's V=92; `--dims` binds B
@@ -88,6 +90,11 @@ ulps each, amplified by the attention scores' magnitude (hundreds) in the
 softmax. Measured: 0 to 3.5e-16 at --quick, 5.6e-15 at the course size; the
 smallest of the mistakes above moves the loss by 2.4e-6."""
 
+
+STEP_LR = 1e-3
+STEP_BETAS = (0.9, 0.999)
+"""`--step`: AdamW's learning rate and betas on both sides; the state is that of step 1 (m = v = 0,
+b1t = beta1, b2t = beta2), and every timed call starts from the same state on presk's side."""
 
 GRAD_RTOL = 1e-4
 """`--grad`: presk's f32 gradient against torch's, the relative L2 difference of each leaf (GPT-2's
@@ -220,6 +227,10 @@ def torch_gradient(torch: Any, model: Any, named: dict[str, Any]) -> dict[str, A
     return out
 
 
+class NotTimed(Exception):
+    """A contender this mode does not time, and why."""
+
+
 def _check_gradients(torch_grads: dict[str, Any], presk_grads: dict[str, dict[str, Any]]) -> dict[str, float]:
     """Each presk contender's gradient against torch's: the largest relative L2 difference over the leaves."""
     import numpy as np
@@ -265,13 +276,21 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     parsed.verify()
     module = parsed.module
     env = sizes.resolve(module, args.consts, args.dims)
-    entry = GRAD_ENTRY if args.grad else ENTRY
+    entry = GRAD_ENTRY if args.grad or args.step else ENTRY
     func = find_entry(module, entry)
     values = load_inputs(args.inputs, func, env) if args.inputs else make_inputs(func, env, args.seed)
     named = {key: np.asarray(leaf) for name, value in zip(argument_names(func), values)
              for key, leaf in leaf_items(value, name + ".")}  # fmt: skip
+    if args.step:
+        # The whole training step `presk train` compiles: loss_grad's inputs, then AdamW's state at t = 1.
+        from presk.cli.train import add_train_step, zeros_like_tree
+
+        entry = add_train_step(parsed, ENTRY, "adamw.step")
+        zeros = [zeros_like_tree(values[0])] * 2
+        values = [values[0], *zeros, np.float64(STEP_BETAS[0]), np.float64(STEP_BETAS[1]), np.float64(STEP_LR),
+                  *values[1:]]  # fmt: skip
     leaves = flatten_inputs(values)
-    assert len(leaves) == len(named)
+    assert args.step or len(leaves) == len(named)
     runner = NativeRunner()
     record: dict[str, Any] = {"threads": args.threads, "env": env, "seed": None if args.inputs else args.seed,
                               "inputs": args.inputs, "rounds": args.rounds, "block": args.block,
@@ -322,8 +341,15 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     record["plans"] = plans
 
     ids, targets = (torch.from_numpy(np.ascontiguousarray(named[k], dtype=np.int64)) for k in ("ids", "targets"))
-    model = torch_gpt(torch, named, env, torch.float32, grad=args.grad)
-    if args.grad:
+    model = torch_gpt(torch, named, env, torch.float32, grad=args.grad or args.step)
+    optimizer = None
+    if args.step:
+        # AdamW as adamw.step writes it (decoupled decay 0.01, eps 1e-8), torch's fused kernel.
+        optimizer = torch.optim.AdamW([p for p, *_ in model.sources], lr=STEP_LR, betas=STEP_BETAS, eps=1e-8,
+                                      weight_decay=0.01, fused=True)  # fmt: skip
+        with torch.no_grad():
+            torch_loss = float(model(ids, targets))
+    elif args.grad:
         model.zero_grad(set_to_none=True)
         loss_t = model(ids, targets)
         loss_t.backward()
@@ -345,7 +371,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     record["plan_bits_equal_default"] = {label: loss == default_loss for label, (_, _, loss) in presk.items()
                                          if label != "presk" and default_loss is not None}  # fmt: skip
 
-    if args.check_f64 and not args.grad:
+    if args.check_f64 and not (args.grad or args.step):
         host64, prepared64, loss64 = host_of(plan_from_options("f64", None), "presk f64")
         del host64, prepared64
         with torch.no_grad():
@@ -357,6 +383,12 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
             _fail(f"presk's f64 loss {loss64!r} and torch's {torch64!r} differ by {rel:.3e} relative (> {F64_RTOL:g})")
 
     def eager() -> Any:
+        if optimizer is not None:  # forward, backward and the optimiser's step
+            optimizer.zero_grad(set_to_none=True)
+            loss = model(ids, targets)
+            loss.backward()
+            optimizer.step()
+            return loss
         if args.grad:  # forward and backward, the gradients set afresh
             model.zero_grad(set_to_none=True)
             loss = model(ids, targets)
@@ -371,6 +403,8 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     contenders["torch eager"] = eager
     record["torch_compile_error"] = None
     try:
+        if optimizer is not None:
+            raise NotTimed("not timed with --step: compiling the optimiser's step is another program")
         compiled = torch.compile(model)
         start = time.perf_counter()
         if args.grad:
@@ -396,6 +430,8 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
                 return compiled(ids, targets)
 
         contenders["torch.compile"] = compiled_call
+    except NotTimed as reason:
+        record["torch_compile_error"] = str(reason)
     except Exception as error:  # noqa: BLE001 - whatever inductor raises on this machine: reported, skipped
         record["torch_compile_error"] = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300] if str(error).strip() else ''}"
         _say(f"  torch.compile failed, skipped: {record['torch_compile_error']}")
@@ -446,6 +482,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run: D=64, H=2, L=2, C=64, B=2, T=32, 3 rounds")
     parser.add_argument("--no-default", action="store_true",
                         help="do not time presk at its default layouts (with --grad at the course size, minutes a call)")
+    parser.add_argument("--step", action="store_true",
+                        help="time a whole training step (loss, gradient, AdamW; `presk train`'s) against torch's "
+                             "forward, backward and fused AdamW")  # fmt: skip
     parser.add_argument("--grad", action="store_true",
                         help=f"time @{GRAD_ENTRY}, the loss and its gradient, against torch's forward and backward")
     parser.add_argument("--json", metavar="FILE", help="also write the records to FILE")
@@ -484,7 +523,8 @@ def main() -> None:
                    *(f"--plan={p}" for p in args.plan),
                    *([f"--profile={args.profile}"] if args.profile else []),
                    *([f"--inputs={args.inputs}"] if args.inputs else []),
-                   *(["--grad"] if args.grad else []), *(["--no-default"] if args.no_default else [])]  # fmt: skip
+                   *(["--grad"] if args.grad else []), *(["--no-default"] if args.no_default else []),
+                   *(["--step"] if args.step else [])]  # fmt: skip
     start = time.perf_counter()
     records: list[dict[str, Any]] = []
     for i, threads in enumerate(thread_counts):
@@ -495,7 +535,8 @@ def main() -> None:
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     env = records[0]["env"]
-    print(f"\ncorpus/nlp/gpt.mlir @{GRAD_ENTRY if args.grad else ENTRY}, {' '.join(f'{k}={env[k]}' for k in ('V', 'D', 'H', 'L', 'C', 'B', 'T'))}, "
+    timed = "a training step (loss_grad and adamw.step)" if args.step else f"@{GRAD_ENTRY if args.grad else ENTRY}"
+    print(f"\ncorpus/nlp/gpt.mlir {timed}, {' '.join(f'{k}={env[k]}' for k in ('V', 'D', 'H', 'L', 'C', 'B', 'T'))}, "
           f"f32; medians (quartiles) of {args.rounds} interleaved rounds of {args.block} call(s); "
           f"load average {load:.1f} at the end; whole run {wall:.0f} s")  # fmt: skip
     f64 = records[0].get("f64")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import resource
 import os
 import signal
 import sys
@@ -66,7 +67,7 @@ from presk.cli.source import Source, read_input
 from presk.cost.launches import LaunchRow, launch_table, percent
 from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
-from presk.dialects.psk_core_types import IndexTensorType, RealType, TupleType, describe, leaves
+from presk.dialects.psk_core_types import IndexTensorType, RealType, TensorType, TupleType, describe, leaves
 from presk.interp.inputs import bind, bound_shape, make_inputs
 from presk.interp.reference import find_entry, run_entry
 from presk.interp.values import leaf_items
@@ -225,7 +226,7 @@ class Stepper:
 
     def __init__(self, program: Program, entry: str, plan: Plan | None, args: argparse.Namespace, params: Any) -> None:
         func_op = find_entry(program.parsed.module, entry)
-        self.template = [params, _zeros_like(params), _zeros_like(params)]
+        self.template = [params, zeros_like_tree(params), zeros_like_tree(params)]
         self.program, self.entry, self.loss, self.args = program, entry, args.loss, args
         self.plan = plan
         self.host: HostProgram | None = None
@@ -313,11 +314,11 @@ def _replace_leaves(tree: Any, leaf: Callable[[], Any]) -> Any:
     return float(value) if np.ndim(value) == 0 else value
 
 
-def _zeros_like(tree: Any) -> Any:
+def zeros_like_tree(tree: Any) -> Any:
     if isinstance(tree, dict):
-        return {k: _zeros_like(v) for k, v in tree.items()}
+        return {k: zeros_like_tree(v) for k, v in tree.items()}
     if isinstance(tree, tuple):
-        return tuple(_zeros_like(v) for v in tree)
+        return tuple(zeros_like_tree(v) for v in tree)
     return np.zeros_like(tree) if isinstance(tree, np.ndarray) else 0.0
 
 
@@ -385,6 +386,7 @@ def main(args: argparse.Namespace) -> int:
             run.log.close()
     if args.plot and run.history:
         _plot(args, run)
+    print(f"peak resident memory: {peak_memory_mib():.0f} MiB")
     if done < args.steps:
         kept = [f"{args.log} holds every finished step"] if args.log else []
         kept += [f"{run.checkpoint_path} resumes it"] if run.checkpoint_path else []
@@ -440,6 +442,7 @@ def _train(
           f"remat={args.remat}; B={batch} T={seq} V={vocab}, lr {args.lr:g}, init {args.init}, seed {args.seed}; "
           f"ready in {time.perf_counter() - start:.1f} s")  # fmt: skip
     print(_launches_line(row, stepper.host))
+    print(_residuals_line(program, args.loss, args.remat, realization))
     print(f"data: {stream.description}")
     if run.resumed is not None:
         print(f"resumed from {run.checkpoint_path} after step {run.resumed.step}")
@@ -465,6 +468,41 @@ def _launches_line(row: LaunchRow, host: HostProgram | None) -> str:
     if host is not None:
         line += f"; the host program makes {host.launch_count} (psk-fuse-launches)"
     return line
+
+
+STORAGE_BYTES = {"f64": 8, "f32": 4, "bf16": 2}
+
+
+def residual_bytes(program: Program, loss: str, storage: str) -> tuple[int, int] | None:
+    """The residuals `<loss>.fwd` saves for `<loss>.bwd`: how many leaves, and their bytes in `storage`.
+
+    None where nothing is saved (`--remat recompute` writes one `.vjp`).
+    Every leaf is stored in the realization's default type; a realization
+    record typing sites apart would make this an estimate.
+    """
+    fwd = next((f for f in program.parsed.module.ops if isinstance(f, func.FuncOp) and f.sym_name.data == f"{loss}.fwd"), None)
+    if fwd is None:
+        return None
+    saved = fwd.function_type.outputs.data[1]
+    count, total = 0, 0
+    for _, leaf in leaves(saved):
+        shape = bound_shape(leaf, program.env, f"{loss}.fwd") if isinstance(leaf, TensorType | IndexTensorType) else ()
+        count += 1
+        total += math.prod(shape) * (8 if isinstance(leaf, IndexTensorType) else STORAGE_BYTES.get(storage, 8))
+    return count, total
+
+
+def _residuals_line(program: Program, loss: str, remat: str, storage: str) -> str:
+    saved = residual_bytes(program, loss, storage)
+    if saved is None:
+        return f"residuals: none saved (remat={remat}: the backward recomputes what it reads)"
+    count, total = saved
+    return f"residuals: {count} saved by @{loss}.fwd for @{loss}.bwd, {total / 2**20:.1f} MiB in {storage}"
+
+
+def peak_memory_mib() -> float:
+    """The process's peak resident memory so far (Linux reports `ru_maxrss` in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _open_log(path: str) -> TextIO:

@@ -316,3 +316,36 @@ def test_a_checkpoint_of_another_program_or_other_flags_is_refused(tmp_path: Pat
     (folder / "checkpoint.npz").write_bytes(b"not a zip")
     status, _, err = run(*TRAIN, "--backend", "interp", "--steps", "4", "--checkpoint", str(folder))
     assert status == 1 and "E4003" in err and "not a presk train checkpoint" in err, err
+
+
+FWD_BWD = Path(__file__).resolve().parents[1] / "filecheck" / "autodiff" / "fwd_bwd.mlir"
+
+
+def test_the_residuals_reported_are_what_the_forward_function_returns() -> None:
+    """`residual_bytes` counts from the types; running `loss.fwd` gives the arrays it saves: the same leaves and bytes."""
+    from presk.cli.program import load_program
+    from presk.cli.train import residual_bytes
+    from presk.interp.inputs import make_inputs
+    from presk.interp.reference import find_entry, run_entry
+    from presk.interp.values import leaf_items
+
+    program = load_program(str(FWD_BWD), ["B=3"], [])
+    count, total = residual_bytes(program, "loss", "f64")  # type: ignore[misc]
+    module = program.parsed.module
+    inputs = make_inputs(find_entry(module, "loss.fwd"), program.env, 0)
+    _, saved = run_entry(module, "loss.fwd", inputs, program.env)
+    arrays = [np.asarray(leaf, dtype=np.float64) for _, leaf in leaf_items(saved)]
+    assert count == len(arrays) > 0
+    assert total == sum(a.nbytes for a in arrays)
+    assert residual_bytes(load_program(str(FWD_BWD), ["B=3"], [], remat="recompute"), "loss", "f64") is None
+
+
+def test_train_reports_the_residuals_and_the_peak_memory(tmp_path: Path) -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = presk(["train", str(ROOT / "corpus" / "minigpt.mlir"), "--loss", "loss", "--step", "adamw.step",
+                      "--steps", "1", "--dim", "B=2", "--dim", "T=4", "--backend", "kernel"])  # fmt: skip
+    assert code == 0
+    text = out.getvalue()
+    assert "residuals: " in text and " saved by @loss.fwd for @loss.bwd, " in text
+    assert "peak resident memory: " in text
