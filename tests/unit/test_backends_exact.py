@@ -52,7 +52,6 @@ sys.path.insert(0, str(Path(__file__).parent))  # conftest, whatever pytest's im
 from conftest import ROOT, load_with_aliases
 
 from presk import sizes
-from presk.dialects.psk_core_autodiff import GradientRequestOp
 from presk.interp.inputs import make_inputs
 from presk.interp.kernel import KernelInterpreter
 from presk.interp.realized import to_storage
@@ -64,8 +63,6 @@ from presk.jit.executor import HostProgram, flatten_inputs
 from presk.jit.native import NativeRunner
 from presk import pipeline as pipeline_module
 from presk.pipeline import lower, realize
-from presk.passes.autodiff import AutoDiff
-from presk.passes.bind import BindSizes
 from presk.plans import Plan, plan_from_options
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -208,13 +205,8 @@ class Runs:
         return self._memo[key]
 
     def program(self, case: Case) -> tuple[ModuleOp, dict[str, int]]:
-        """The case's file at its sizes; one with gradient requests bound and differentiated, as `presk run` does."""
         module, _ = load_with_aliases(case.path)
-        env = sizes.resolve(module, {}, dict(case.dims))
-        if any(isinstance(op, GradientRequestOp) for op in module.walk()):
-            key = ("differentiated", case.path, tuple(sorted(env.items())))
-            module = self._once(key, lambda: differentiated(module, env))
-        return module, env
+        return module, sizes.resolve(module, {}, dict(case.dims))
 
     def realize(self, module: ModuleOp, env: dict[str, int], plan: Plan, fuse: bool = True) -> ModuleOp:
         """`compile.realize`, memoized for the corpus's (long-lived) modules and `Runs`' plans."""
@@ -272,17 +264,6 @@ class Runs:
             return Leaves.of(outputs)
 
         return self._once(("reference", case, realization, fuse, bits, exact_bf16), make)
-
-
-def differentiated(module: ModuleOp, env: dict[str, int]) -> ModuleOp:
-    """A copy of `module` bound to `env`, its gradient requests expanded by `psk-autodiff`."""
-    ctx = presk_context()
-    bound = module.clone()
-    constants = sizes.declared_constants(module)
-    BindSizes(dims=",".join(f"{k}={v}" for k, v in env.items() if k not in constants),
-              consts=",".join(f"{k}={v}" for k, v in env.items() if k in constants)).apply(ctx, bound)  # fmt: skip
-    AutoDiff().apply(ctx, bound)
-    return bound
 
 
 @dataclass

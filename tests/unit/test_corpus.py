@@ -25,8 +25,6 @@ sys.path.insert(0, str(Path(__file__).parent))  # numpy_reference, whatever pyte
 import numpy_reference as ref  # noqa: E402
 from conftest import ROOT, load_with_aliases  # noqa: E402
 
-from test_autodiff import CORPUS_GRADIENT_ENTRIES  # noqa: E402
-
 from presk import sizes  # noqa: E402
 from presk.dialects import psk_core as core  # noqa: E402
 from presk.dialects.psk_core_types import RecordType, TupleType  # noqa: E402
@@ -201,8 +199,6 @@ def test_file_round_trips(path: str) -> None:
 def test_every_entry_has_a_numpy_reference(path: str) -> None:
     module, _ = load_with_aliases(path)
     covered = {c.entry for c in CASES if c.path == path}
-    # A gradient entry's reference is central differences of numpy's loss (test_autodiff).
-    covered |= {entry for file, entry in CORPUS_GRADIENT_ENTRIES.items() if file == path}
     assert set(functions(module)) <= covered, f"no numpy reference for {set(functions(module)) - covered}"
 
 
