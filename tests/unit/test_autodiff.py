@@ -688,41 +688,50 @@ func.func @train(%params: !MLP, %x: !X, %y: !Y) -> !psk_core.tuple<!R, !MLP> {
         assert np.max(np.abs(g - w)) <= bound
 
 
-MINIGPT_GRAD = """
-func.func @loss_grad(%params: !Mini, %ids: !Ids, %targets: !Ids) -> !psk_core.tuple<!R, !Mini> {
-  %0 = psk_core.value_and_grad @loss(%params, %ids, %targets) wrt [0] : !psk_core.tuple<!R, !Mini>
-  func.return %0 : !psk_core.tuple<!R, !Mini>
-}
+LOSS_GRAD = """
+func.func @loss_grad(%params: !{P}, %ids: !Ids, %targets: !Ids) -> !psk_core.tuple<!R, !{P}> {{
+  %0 = psk_core.value_and_grad @loss(%params, %ids, %targets) wrt [0] : !psk_core.tuple<!R, !{P}>
+  func.return %0 : !psk_core.tuple<!R, !{P}>
+}}
 """
 
+GRADIENT_MODELS = {
+    # file, parameter tree's alias, constants, leaves of (loss, gradient)
+    "minigpt": ("corpus/minigpt.mlir", "Mini", {"D": 4, "V": 5, "C": 4}, 15),
+    "gpt": ("corpus/nlp/gpt.mlir", "GPT", {"D": 4, "H": 2, "V": 5, "C": 4, "L": 2}, 18),
+}
 
+
+@pytest.mark.parametrize("model", sorted(GRADIENT_MODELS))
 @pytest.mark.parametrize("realization", ["f64", "f32"])
-def test_minigpt_gradient_on_the_kernel_backends(realization: str) -> None:
-    """MiniGPT's value and gradient lowered as `presk run --backend` lowers it (psk-autodiff after psk-bind):
-    native equals the kernel interpreter bit for bit, fused; in f64 both are within 256 scale ulps of the
-    reference interpreter (docs/numerics.md's whole-program bound)."""
+def test_gradient_on_the_kernel_backends(model: str, realization: str) -> None:
+    """MiniGPT's and the course GPT's value and gradient lowered as `presk run --backend` lowers them
+    (psk-autodiff after psk-bind): native equals the kernel interpreter bit for bit, fused; in f64 both
+    are within 256 scale ulps of the reference interpreter (docs/numerics.md's whole-program bound).
+    The GPT's derivative contractions are TN and NT contraction nests (docs/layouts.md §1)."""
     from presk.interp.kernel import KernelInterpreter
     from presk.jit.executor import HostProgram, rebuild_results
     from presk.jit.native import NativeRunner
     from presk.pipeline import lower
     from presk.plans import plan_from_options
 
-    text = (ROOT / "corpus" / "minigpt.mlir").read_text() + MINIGPT_GRAD
-    parsed = parse_module(presk_context(), text, "minigpt_grad.mlir")
+    path, params, consts, count = GRADIENT_MODELS[model]
+    text = (ROOT / path).read_text() + LOSS_GRAD.format(P=params)
+    parsed = parse_module(presk_context(), text, f"{model}_grad.mlir")
     parsed.verify()
-    env = sizes.resolve(parsed.module, {"D": 4, "V": 5, "C": 4}, {"B": 2, "T": 3})
+    env = sizes.resolve(parsed.module, consts, {"B": 2, "T": 3})
     inputs = make_inputs(find_entry(parsed.module, "loss_grad"), env, 5)
     kernels = lower(parsed.module, "loss_grad", env, plan_from_options(realization, None), fuse_launches=False)
     (interpreted,) = rebuild_results(*_run_host(HostProgram(kernels, KernelInterpreter().runner), inputs), 1)
     with NativeRunner() as native:
         (compiled,) = rebuild_results(*_run_host(HostProgram(kernels, native), inputs), 1)
-    assert len(leaves(compiled)) == len(leaves(interpreted)) == 15  # the loss and fourteen parameter leaves
+    assert len(leaves(compiled)) == len(leaves(interpreted)) == count  # the loss and every parameter leaf
     for n, k in zip(leaves(compiled), leaves(interpreted)):
         assert np.asarray(n).dtype == np.asarray(k).dtype and np.asarray(n).tobytes() == np.asarray(k).tobytes()
     if realization != "f64":
         return
-    bound = parse_module(presk_context(), text, "minigpt_grad.mlir").module
-    BindSizes(consts="D=4,V=5,C=4", dims="B=2,T=3").apply(presk_context(), bound)
+    bound = parse_module(presk_context(), text, f"{model}_grad.mlir").module
+    BindSizes(consts=",".join(f"{k}={v}" for k, v in consts.items()), dims="B=2,T=3").apply(presk_context(), bound)
     AutoDiff().apply(presk_context(), bound)
     (want,) = run_entry(bound, "loss_grad", inputs, env)
     for g, w in zip(leaves(compiled), leaves(want)):
