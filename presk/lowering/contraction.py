@@ -22,6 +22,13 @@ bits. What each decision becomes:
   within each block, k = block·size + within, still in increasing k. A
   k-block that does not divide K cuts its last block short: the loop
   within block b runs over [b·size, min(b·size + size, K)).
+- the summed axes of a TN contraction (both operands carry them before I
+  and J, `Contraction.tn`): K is the innermost, which the k-block divides;
+  the others (`Contraction.k_outer`) loop once each, outermost first, just
+  outside K's loops, so each chain adds its terms in the order of their
+  flat index. Where the k-block loop encloses I or J they sit at its place
+  in the order, and a tile's sums start from zero (and take the epilogue)
+  at the first (last) block of that flat index.
 - `order`: the block loops, outermost first. Without a k-block "IJ" or
   "JI". With one, a permutation of "IJK": when K is the innermost block
   loop ("IJK", "JIK") the running sums stay in registers across blocks;
