@@ -99,8 +99,9 @@ smallest of the mistakes above moves the loss by 2.4e-6."""
 
 STEP_LR = 1e-3
 STEP_BETAS = (0.9, 0.999)
-"""`--step`: AdamW's learning rate and betas on both sides; the state is that of step 1 (m = v = 0,
-b1t = beta1, b2t = beta2), and every timed call starts from the same state on presk's side."""
+"""`--step`: AdamW's learning rate and betas on both sides, from the state of step 1 (m = v = 0,
+b1t = beta1, b2t = beta2); each side carries its state from call to call (presk's bias corrections
+stay at step 1's, which changes no kernel's work)."""
 
 GRAD_RTOL = 1e-4
 """`--grad`: presk's f32 gradient against torch's, the relative L2 difference of each leaf (GPT-2's
@@ -231,6 +232,25 @@ def torch_gradient(torch: Any, model: Any, named: dict[str, Any]) -> dict[str, A
         else:
             out[key][layer] = g
     return out
+
+
+def training(host: Any, prepared: list[Any]) -> Any:
+    """A step that carries its state to the next call, as `presk train` does (and torch's optimiser).
+
+    The step's inputs are (params, m, v) leaves, then b1t, b2t, lr, ids and
+    targets; its results the loss, then (params', m', v') in the same
+    order. Both sides keep training from call to call, so neither times
+    one state over and over while the other moves on.
+    """
+    n = len(host.result_paths) - 1
+    state, rest = list(prepared[:n]), list(prepared[n:])
+
+    def step() -> Any:
+        out = host([*state, *rest])
+        state[:] = out[1:]
+        return out[0]
+
+    return step
 
 
 class NotTimed(Exception):
@@ -406,7 +426,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
 
     contenders: dict[str, Any] = {}
     for label, (host, prepared, _) in presk.items():
-        contenders[label] = lambda host=host, prepared=prepared: host(prepared)
+        contenders[label] = training(host, prepared) if args.step else (lambda host=host, prepared=prepared: host(prepared))
     contenders["torch eager"] = eager
     record["torch_compile_error"] = None
     try:
