@@ -51,10 +51,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, Region
 from xdsl.passes import ModulePass
 
+from presk.cli.auto_plan import AUTO, auto_plan
 from presk.cli.backends import KERNEL_BACKENDS, host_program
 from presk.cli.guard import EXIT_INTERRUPTED
 from presk.cli.program import (
     Program,
+    add_auto_plan_arguments,
     add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
@@ -114,6 +116,7 @@ def add_parser(subparsers: Any) -> None:
                    "--checkpoint, a resumed run continues from its checkpoint's step")  # fmt: skip
     add_size_arguments(p)
     add_realize_arguments(p)
+    add_auto_plan_arguments(p, profile=True)
     p.add_argument(
         "--backend",
         default="native",
@@ -365,7 +368,12 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError("E4001", "--threads divides the native backend's kernels: give --backend native")
     if args.eval_every < 0 or args.eval_batches < 1:
         raise PreskError("E4001", "--eval-every is 0 (never) or a number of steps; --eval-batches at least 1")
-    plan = plan_of(args.realize, args.plan)
+    auto = args.plan == AUTO
+    if auto and args.backend == "interp":
+        raise PreskError("E4001", "--plan auto chooses kernel layouts: give --backend kernel or native")
+    if not auto and (args.save_plan or args.profile):
+        raise PreskError("E4001", f"{'--save-plan' if args.save_plan else '--profile'} goes with --plan auto")
+    plan = plan_of(args.realize, None if auto else args.plan)
     passes = pipeline_of(args)
     source = read_input(args.file)
     run = Run()
@@ -415,6 +423,9 @@ def _train(
         vocab = bind(ids_type.range, program.env, "ids")
         # Counted before the reference interpreter's realization fuses the module in place.
         row = launch_table(program.parsed.module, [entry], program.env)[0]
+        if args.plan == AUTO:
+            # The whole step's nests, the gradient's and the optimiser's, planned at once.
+            plan = auto_plan(program, entry, args.realize, args.profile, args.save_plan)
     except PreskError as error:
         raise error.located(source.name) from None
     stream = load_stream(args.data, vocab, seq, args.seed)

@@ -349,3 +349,63 @@ def test_train_reports_the_residuals_and_the_peak_memory(tmp_path: Path) -> None
     text = out.getvalue()
     assert "residuals: " in text and " saved by @loss.fwd for @loss.bwd, " in text
     assert "peak resident memory: " in text
+
+
+BIGRAM = """
+!Ids = !psk_core.index<[batch: B, seq: T], 16>
+!Tok = !psk_core.tensor<[vocab: 16, embed: 8]>
+!Out = !psk_core.tensor<[embed: 8, logit: 16]>
+!H = !psk_core.tensor<[batch: B, seq: T, embed: 8]>
+!Logits = !psk_core.tensor<[batch: B, seq: T, logit: 16]>
+!P = !psk_core.record<emb: !Tok, out: !Out>
+!R = !psk_core.real
+!S = !psk_core.tuple<!P, !P, !P>
+
+func.func @loss(%p: !P, %ids: !Ids, %targets: !Ids) -> !R {
+  %0 = psk_core.field %p["emb"] : !Tok
+  %1 = psk_core.field %p["out"] : !Out
+  %2 = psk_core.gather %0, %ids : !H
+  %3 = psk_core.dot %2, %1 : !Logits
+  %4 = psk_core.cross_entropy %3, %targets [logit] : !R
+  func.return %4 : !R
+}
+
+// Plain SGD in AdamW's signature: the moments pass through.
+func.func @sgd(%p: !P, %g: !P, %m: !P, %v: !P, %b1t: !R, %b2t: !R, %lr: !R) -> !S {
+  %0 = psk_core.mul %g, %lr : !P
+  %1 = psk_core.sub %p, %0 : !P
+  %2 = psk_core.tuple %1, %m, %v : !S
+  func.return %2 : !S
+}
+"""
+
+
+def test_plan_auto_plans_the_whole_step_and_keeps_the_defaults_bits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--plan auto` plans `loss.train_step` (forward, derivative contractions, optimiser) with the profile;
+    every layout computes the default's bits, so the losses equal a run at the default layouts."""
+    from test_plan_static import load_dominated, write_profile
+
+    program = tmp_path / "bigram.mlir"
+    program.write_text(BIGRAM)
+    profile = write_profile(tmp_path / "p.json", load_dominated())
+    saved = tmp_path / "chosen.json"
+    common = ["train", str(program), "--loss", "loss", "--step", "sgd", "--steps", "3", "--dim", "B=2", "--dim", "T=8",
+              "--lr", "0.1", "--realize", "f32"]  # fmt: skip
+    planned_log, default_log = tmp_path / "planned.jsonl", tmp_path / "default.jsonl"
+    code = presk([*common, "--plan", "auto", "--profile", str(profile), "--save-plan", str(saved), "--log", str(planned_log)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "--plan auto: @loss.train_step: " in err and f"planned with {profile}" in err
+    layouts = json.loads(saved.read_text())["layout"]
+    assert any(site.startswith("loss.bwd/") for site in layouts), layouts  # the derivative's contractions are planned
+    assert presk([*common, "--log", str(default_log)]) == 0
+    losses = [[json.loads(line)["loss"] for line in log.read_text().splitlines()] for log in (planned_log, default_log)]
+    assert len(losses[0]) == 3 and losses[0] == losses[1]
+
+
+def test_plan_auto_needs_the_kernels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    program = tmp_path / "bigram.mlir"
+    program.write_text(BIGRAM)
+    code = presk(["train", str(program), "--loss", "loss", "--step", "sgd", "--dim", "B=2", "--dim", "T=8",
+                  "--plan", "auto", "--backend", "interp"])  # fmt: skip
+    assert code != 0 and "--plan auto chooses kernel layouts" in capsys.readouterr().err
