@@ -52,7 +52,11 @@ class ContractOp(IRDLOperation):
     first: a TN contraction (both operands carry K before I and J) may sum
     over several, one loop each, K the innermost; a blocked panel then
     keeps them after its block axis, [outer..., ⌈J/n⌉, K_outer..., K, n].
-    The addend is a buffer (its
+    `lhs_block = m` an operand 0 of a TN contraction read from the blocked
+    panel [outer..., ⌈I/m⌉, K..., m] of the tile's m rows (`psk-pack`; the
+    last block holds I's last m rows where m does not divide I, as the
+    tile's shifted last block reads them), its axes still named
+    [outer..., K..., I]. The addend is a buffer (its
     PSK-Core type in `addend_type`, for its broadcasting) or a literal
     (`addend_literal`); `product_first` keeps the add's operand order.
     """
@@ -74,6 +78,8 @@ class ContractOp(IRDLOperation):
     nt = opt_prop_def(UnitAttr)
     rhs_block = opt_prop_def(IntegerAttr)
     """The columns of each block of a blocked panel read as operand 1 (absent: operand 1 as its axes say)."""
+    lhs_block = opt_prop_def(IntegerAttr)
+    """The rows of each block of a blocked panel read as operand 0 of a TN contraction (absent: as its axes say)."""
     arith_type = prop_def(Attribute)
     """The type the sums accumulate in (the site's arithmetic type)."""
     addend_type = opt_prop_def(Attribute)
@@ -139,33 +145,47 @@ class ContractOp(IRDLOperation):
         """The columns of a blocked panel's blocks, or None when operand 1 is read as its axes say."""
         return self.rhs_block.value.data if self.rhs_block is not None else None
 
+    @property
+    def row_block(self) -> int | None:
+        """The rows of a blocked operand 0's blocks, or None when operand 0 is read as its axes say."""
+        return self.lhs_block.value.data if self.lhs_block is not None else None
+
     def verify_(self) -> None:
+        blocks = {"lhs": self.row_block, "rhs": self.block}
         for which in ("lhs", "rhs", "out"):
             buffer = getattr(self, which).type
-            rank = len(self.axes_of(which)) + (1 if which == "rhs" and self.rhs_block is not None else 0)
+            rank = len(self.axes_of(which)) + (1 if blocks.get(which) is not None else 0)
             if isinstance(buffer, MemRefType) and len(buffer.get_shape()) != rank:
                 raise VerifyException(f"the {which} buffer {buffer} has {len(buffer.get_shape())} axes, not {rank}")
         if self.rhs_block is not None:
-            summed = (*self.summed_outer, self.k.data)
-            if self.nt is not None or self.axes_of("rhs")[-len(summed) - 1 :] != (*summed, self.j.data):
+            if self.nt is not None:
                 raise VerifyException("a blocked operand 1 is read along K, then J: its axes end in K, J")
-            rhs = self.rhs.type
-            assert isinstance(rhs, MemRefType)
-            columns = rhs.get_shape()[-1]
-            if columns != self.block:
-                raise VerifyException(f"the blocked panel {rhs} has blocks of {columns} columns, not {self.block}")
-            out = self.out.type
-            if isinstance(out, MemRefType) and self.j.data in self.axes_of("out") and columns > 0:
-                j_size = out.get_shape()[self.axes_of("out").index(self.j.data)]
-                want = -(-j_size // columns)  # the tile's J blocks, the last one shifted back where n does not divide J
-                count = rhs.get_shape()[-len(summed) - 2]
-                if count != want:
-                    raise VerifyException(
-                        f"the blocked panel {rhs} has {count} blocks, not the {want} blocks of "
-                        f"{columns} columns of J = {j_size}"
-                    )
+            self._verify_panel("rhs", self.j.data, "columns", "operand 1", "J")
+        if self.lhs_block is not None:
+            self._verify_panel("lhs", self.i.data, "rows", "operand 0", "I")
         if self.addend is not None and self.addend_type is None:
             raise VerifyException("an addend buffer needs its addend_type")
+
+    def _verify_panel(self, which: str, axis: str, what: str, operand: str, letter: str) -> None:
+        """A blocked panel [outer..., ⌈X/n⌉, K..., n] of the tile's n rows or columns along `axis` (X)."""
+        summed = (*self.summed_outer, self.k.data)
+        if self.axes_of(which)[-len(summed) - 1 :] != (*summed, axis):
+            raise VerifyException(f"a blocked {operand} is read along K, then {letter}: its axes end in K, {letter}")
+        panel = getattr(self, which).type
+        assert isinstance(panel, MemRefType)
+        n = panel.get_shape()[-1]
+        stated = self.row_block if which == "lhs" else self.block
+        if n != stated:
+            raise VerifyException(f"the blocked panel {panel} has blocks of {n} {what}, not {stated}")
+        out = self.out.type
+        if isinstance(out, MemRefType) and axis in self.axes_of("out") and n > 0:
+            size = out.get_shape()[self.axes_of("out").index(axis)]
+            want = -(-size // n)  # the tile's blocks, the last one shifted back where n does not divide the axis
+            count = panel.get_shape()[-len(summed) - 2]
+            if count != want:
+                raise VerifyException(
+                    f"the blocked panel {panel} has {count} blocks, not the {want} blocks of {n} {what} of {letter} = {size}"
+                )
 
 
 @irdl_op_definition

@@ -102,6 +102,8 @@ class ContractionOperands:
     sizes: Mapping[str, int]
     b_block: int | None = None
     """Operand 1 is a blocked panel [outer..., ⌈J/n⌉, K, n] of n = `b_block` columns (`psk-pack` on NN)."""
+    a_block: int | None = None
+    """Operand 0 of a TN contraction is a blocked panel [outer..., ⌈I/m⌉, K..., m] of m = `a_block` rows."""
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,8 @@ def _tiled(
     n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
     m, n, size = tl.m, tl.n, tl.kblock
     assert co.b_block in (None, n), "a blocked panel's blocks are the tile's columns"
+    assert co.a_block in (None, m), "a blocked panel's blocks are the tile's rows"
+    assert co.a_block is None or "I" not in tl.enclosed or n_i % m == 0, "an operand 0 panel's last block is shifted"
     assert m <= n_i and n <= n_j, "condition 3: a tile fits in the output"
     assert "J" not in tl.enclosed or n_j % n == 0, "condition 3: a J block loop the k-block loop encloses has no shifted last tile"
     counts = {"I": blocks(n_i, m), "J": blocks(n_j, n), "K": blocks(n_k, size) if size is not None else 1}
@@ -294,9 +298,16 @@ def _tiled(
             b_outer = co.b_labels[: -len(c.summed) - 1]
             return [*_at(b_outer, where), ivs["J"], *_at(c.summed, where), kb.index(s)]
 
+        def a_at(where: Mapping[str, SSAValue], r: int) -> list[SSAValue]:
+            if co.a_block is None:
+                return _at(co.a_labels, {**where, c.i: rows[r]})
+            # The blocked panel: block I's m rows side by side at each k, row r at r.
+            a_outer = co.a_labels[: -len(c.summed) - 1]
+            return [*_at(a_outer, where), ivs["I"], *_at(c.summed, where), kb.index(r)]
+
         def step_at(summed: Mapping[str, SSAValue], accs: list[Scalar]) -> list[Scalar]:
             where = {**base, **summed}
-            xs = [kb.load_real(a.buffer, _at(co.a_labels, {**where, c.i: r}), arith_type) for r in rows]  # type: ignore[arg-type]
+            xs = [kb.load_real(a.buffer, a_at(where, r), arith_type) for r in range(m)]  # type: ignore[arg-type]
             ws = [kb.load_real(b.buffer, b_at(where, s), arith_type) for s in range(n)]  # type: ignore[arg-type]
             return [kb.fma(xs[r], ws[s], accs[r * n + s]) for r in range(m) for s in range(n)]
 

@@ -49,17 +49,22 @@ TILE_DECISIONS = ("form", "tile", "kblock", "order", "lanes")
 def contraction_operands(op: ContractOp) -> contraction.ContractionOperands:
     """The axes and sizes of a structured contraction, from its properties and buffers."""
     sizes: dict[str, int] = {}
-    # A blocked panel's shape splits J, so its sizes are read off the other two.
-    for which in ("lhs", "out") if op.block is not None else ("lhs", "out", "rhs"):
+    # A blocked panel [outer..., blocks, K..., n] splits I or J: its other axes are read off around the block axis.
+    for which, blocked in (("out", None), ("lhs", op.row_block), ("rhs", op.block)):
         buffer = getattr(op, which).type
         assert isinstance(buffer, MemRefType)
-        sizes.update(zip(op.axes_of(which), buffer.get_shape()))
+        axes, shape = op.axes_of(which), buffer.get_shape()
+        if blocked is not None:
+            summed = 1 + len(op.summed_outer)
+            shape = (*shape[: -summed - 2], *shape[-summed - 1 : -1])
+            axes = axes[:-1]
+        sizes.update(zip(axes, shape))
     outer = tuple(a.data for a in op.outer.data)
     i, j, k = op.i.data, op.j.data, op.k.data
     tn = op.axes_of("lhs")[-1] == i
     c = Contraction(outer, i, j, k, sizes[j], sizes[k], op.nt is not None, False, tn, op.summed_outer)
     return contraction.ContractionOperands(
-        c, op.axes_of("lhs"), op.axes_of("rhs"), op.axes_of("out"), sizes, op.block
+        c, op.axes_of("lhs"), op.axes_of("rhs"), op.axes_of("out"), sizes, op.block, op.row_block
     )
 
 

@@ -8,8 +8,10 @@
 // and each is one loop, outermost first, around K's loops: the order of
 // their flat index, so no operand is reshaped and the kernel's signature
 // is its operands' own. Operand 0 is read along I inside the tile (its m
-// elements side by side), operand 1 along J. The pack's blocked panel of
-// operand 1 keeps the summed axes after its block axis: [J / n, b, s, n].
+// elements side by side), operand 1 along J. The pack copies both to
+// blocked panels that keep the summed axes after their block axis: operand
+// 1 to [J / n, b, s, n], operand 0 to [I / m, b, s, m], so that a tile's k
+// run one after the other instead of a row of I (or J) apart.
 // Where the k-block loop encloses I and J (g, order KIJ), the loop over b
 // sits at K's place in the order, and a tile's sums start from zero at the
 // first block of the flat index (b, k-block) only.
@@ -30,13 +32,14 @@ func.func @g(%x: !X, %ct: !C) -> !O {
 // CONTRACT-NEXT:   psk_kernel.contract %0, %1 -> %2 {outer = [], i = "i", j = "j", k = "s", lhs_axes = ["b", "s", "i"], rhs_axes = ["b", "s", "j"], out_axes = ["i", "j"], arith_type = f32, k_outer = ["b"]} : memref<2x64x4xf32>, memref<2x64x16xf32> -> memref<4x16xf32>
 
 // TILED:       psk_kernel.kernel @pack(%0: memref<2x64x16xf32>, %1: memref<2x2x64x8xf32>) "f/%0" {
-// TILED:       psk_kernel.kernel @ein(%0: memref<2x64x4xf32>, %1: memref<2x2x64x8xf32>, %2: memref<4x16xf32>) "f/%0"
+// TILED:       psk_kernel.kernel @pack_1(%0: memref<2x64x4xf32>, %1: memref<2x2x64x2xf32>) "f/%0" {
+// TILED:       psk_kernel.kernel @ein(%0: memref<2x2x64x2xf32>, %1: memref<2x2x64x8xf32>, %2: memref<4x16xf32>) "f/%0"
 // TILED:         scf.for %[[I:[0-9]+]] = {{.*}} {
 // TILED-NEXT:      scf.for %[[J:[0-9]+]] = {{.*}} {
 // TILED:             = scf.for %[[B:[0-9]+]] = {{.*}} iter_args(
 // TILED-NEXT:          = scf.for %[[S:[0-9]+]] = {{.*}} iter_args(
-// TILED-NEXT:            %[[R0:[0-9]+]] = memref.load %0[%[[B]], %[[S]], %{{[0-9]+}}] : memref<2x64x4xf32>
-// TILED-NEXT:            %[[R1:[0-9]+]] = memref.load %0[%[[B]], %[[S]], %{{[0-9]+}}] : memref<2x64x4xf32>
+// TILED-NEXT:            %[[R0:[0-9]+]] = memref.load %0[%[[I]], %[[B]], %[[S]], %{{[0-9]+}}] : memref<2x2x64x2xf32>
+// TILED-NEXT:            %[[R1:[0-9]+]] = memref.load %0[%[[I]], %[[B]], %[[S]], %{{[0-9]+}}] : memref<2x2x64x2xf32>
 // TILED-NEXT:            %{{[0-9]+}} = memref.load %1[%[[J]], %[[B]], %[[S]], %{{[0-9]+}}] : memref<2x2x64x8xf32>
 // TILED:           } {psk_kernel.parallel}
 // TILED:         } {psk_kernel.parallel}
