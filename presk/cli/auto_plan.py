@@ -17,10 +17,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from presk.cli.calibrate import open_profile
-from presk.cli.program import Program
+from presk.cli.program import Program, plan_of
 from presk.cost.profile import append_samples, load_profile, refit_profile, save_profile
 from presk.diagnostics import PreskError
 from presk.jit.engine import CACHE_ENV
@@ -36,6 +36,22 @@ AUTO = "auto"
 PROFILE_ENV = "PRESK_PROFILE"
 """Names the cost profile `--plan auto` uses when `--profile` does not."""
 FIRST_USE_SPACE = "calib-small"
+
+
+def plan_options(args: Any) -> Plan | None:
+    """The plan `--realize`/`--plan` give, None with `--plan auto` (planned once the program is loaded).
+
+    For commands that run an entry on a chosen backend (`presk run`,
+    `presk train`): auto needs the kernels, and `--save-plan`/`--profile`
+    need auto.
+    """
+    auto = args.plan == AUTO
+    if auto and args.backend == "interp":
+        raise PreskError("E4001", "--plan auto chooses kernel layouts: give --backend kernel or native")
+    if not auto and (args.save_plan or args.profile):
+        raise PreskError("E4001", f"{'--save-plan' if args.save_plan else '--profile'} goes with --plan auto")
+    plan = plan_of(args.realize, None if auto else args.plan)  # --realize is checked either way
+    return None if auto else plan
 
 
 def host_profile_path(machine: Machine) -> Path:

@@ -29,7 +29,7 @@ from presk.cli.program import (
     plan_of,
     realize_program,
 )
-from presk.cli.auto_plan import AUTO, auto_plan
+from presk.cli.auto_plan import AUTO, auto_plan, plan_options
 from presk.cli.source import Source, read_input
 from presk.cli.backends import add_backend_arguments, host_program
 from presk.diagnostics import PreskError
@@ -66,14 +66,7 @@ def add_parser(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     # The plan's own errors (its file, its JSON, its shape) have no place in the program.
-    auto = args.plan == AUTO
-    if auto and args.backend == "interp":
-        raise PreskError("E4001", "--plan auto chooses kernel layouts: give --backend kernel or native")
-    if not auto and (args.save_plan or args.profile):
-        raise PreskError("E4001", f"{'--save-plan' if args.save_plan else '--profile'} goes with --plan auto")
-    plan = plan_of(args.realize, None if auto else args.plan)
-    if auto:
-        plan = None
+    plan = plan_options(args)
     if plan is not None and args.bits is not None:
         raise PreskError(
             "E4001",

@@ -51,7 +51,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, Region
 from xdsl.passes import ModulePass
 
-from presk.cli.auto_plan import AUTO, auto_plan
+from presk.cli.auto_plan import AUTO, auto_plan, plan_options
 from presk.cli.backends import KERNEL_BACKENDS, host_program
 from presk.cli.guard import EXIT_INTERRUPTED
 from presk.cli.program import (
@@ -368,12 +368,7 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError("E4001", "--threads divides the native backend's kernels: give --backend native")
     if args.eval_every < 0 or args.eval_batches < 1:
         raise PreskError("E4001", "--eval-every is 0 (never) or a number of steps; --eval-batches at least 1")
-    auto = args.plan == AUTO
-    if auto and args.backend == "interp":
-        raise PreskError("E4001", "--plan auto chooses kernel layouts: give --backend kernel or native")
-    if not auto and (args.save_plan or args.profile):
-        raise PreskError("E4001", f"{'--save-plan' if args.save_plan else '--profile'} goes with --plan auto")
-    plan = plan_of(args.realize, None if auto else args.plan)
+    plan = plan_options(args)
     passes = pipeline_of(args)
     source = read_input(args.file)
     run = Run()
