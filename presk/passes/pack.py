@@ -61,7 +61,7 @@ def _swap_last_two(rank: int) -> list[int]:
 
 @dataclass
 class PackOperand(RewritePattern):
-    """A `psk_kernel.contract` whose kernel's layout packs: a panel for operand 1, and its copy launches."""
+    """A `psk_kernel.contract` whose kernel's layout packs: a panel for operand 1 (a TN one's operand 0 too), and the copy launches."""
 
     module: ModuleOp
     copies: dict[tuple[MemRefType, MemRefType, int], str] = field(default_factory=dict)
