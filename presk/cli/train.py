@@ -145,6 +145,9 @@ def add_parser(subparsers: Any) -> None:
                    f"validation loss averages (default {EVAL_BATCHES})")  # fmt: skip
     p.add_argument("--checkpoint", metavar="DIR", help="save the parameters, moments, step and data position to "
                    "DIR/checkpoint.npz after every step, and resume from it when DIR holds one (--steps is the total)")  # fmt: skip
+    p.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
+                   help="with --checkpoint: save after every N-th step (default 1), and after the last one or the "
+                   "one Ctrl-C stopped; a crash between two saves loses at most N - 1 steps")  # fmt: skip
     p.add_argument("--plot", metavar="FILE.png", help="plot the training and validation losses against the step")
     p.add_argument("--remat", choices=REMAT_MODES, default="save", help="save: loss.fwd keeps the residuals loss.bwd "
                    "reads (default); recompute: one loss.vjp recomputes them (psk-autodiff{remat=recompute})")  # fmt: skip
@@ -366,6 +369,8 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError("E4001", "--beta1 and --beta2 lie in [0, 1)")
     if args.threads is not None and args.backend != "native":
         raise PreskError("E4001", "--threads divides the native backend's kernels: give --backend native")
+    if args.checkpoint_every < 1:
+        raise PreskError("E4001", f"--checkpoint-every {args.checkpoint_every}: save every N steps, N at least 1")
     if args.eval_every < 0 or args.eval_batches < 1:
         raise PreskError("E4001", "--eval-every is 0 (never) or a number of steps; --eval-batches at least 1")
     plan = plan_options(args)
@@ -553,10 +558,13 @@ def _loop(
                     hint += ", or realize in f32: in bf16, 0.999 rounds to 1, so AdamW's 1 - beta2 and 1 - b2t are 0"
                 raise PreskError("E4001", f"step {t}: the loss is {loss}, training diverged; {hint}")
             run.history.append([t, loss, val_loss if val_loss is not None and math.isfinite(val_loss) else None])
-            if run.checkpoint_path is not None:
+            stopping = stop()
+            # A saved checkpoint costs about a step at the course GPT's size: every N-th step, the last and
+            # the one Ctrl-C stopped.
+            if run.checkpoint_path is not None and (t % args.checkpoint_every == 0 or t == args.steps or stopping):
                 checkpoint.save(run.checkpoint_path, checkpoint.Checkpoint(t, stepper.leaves(), run.flags,
                                                                            windows.position, run.history))  # fmt: skip
-            if stop():
+            if stopping:
                 return t
     return args.steps
 

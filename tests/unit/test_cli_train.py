@@ -409,3 +409,19 @@ def test_plan_auto_needs_the_kernels(tmp_path: Path, capsys: pytest.CaptureFixtu
     code = presk(["train", str(program), "--loss", "loss", "--step", "sgd", "--dim", "B=2", "--dim", "T=8",
                   "--plan", "auto", "--backend", "interp"])  # fmt: skip
     assert code != 0 and "--plan auto chooses kernel layouts" in capsys.readouterr().err
+
+
+def test_checkpoint_every_n_steps_saves_those_and_the_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from presk.training import checkpoint
+
+    saved: list[int] = []
+    real_save = checkpoint.save
+    monkeypatch.setattr(checkpoint, "save", lambda path, state: (saved.append(state.step), real_save(path, state)))
+    folder = tmp_path / "ckpt"
+    status, _, err = run(*TRAIN, "--backend", "interp", "--steps", "9", "--checkpoint", str(folder), "--checkpoint-every", "4")
+    assert status == 0, err
+    assert saved == [4, 8, 9]
+    resumed = checkpoint.load(checkpoint.prepare(str(folder)))
+    assert resumed is not None and resumed.step == 9
+    status, _, err = run(*TRAIN, "--steps", "2", "--checkpoint", str(folder), "--checkpoint-every", "0")
+    assert status != 0 and "--checkpoint-every 0" in err
