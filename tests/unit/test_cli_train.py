@@ -425,3 +425,12 @@ def test_checkpoint_every_n_steps_saves_those_and_the_last(tmp_path: Path, monke
     assert resumed is not None and resumed.step == 9
     status, _, err = run(*TRAIN, "--steps", "2", "--checkpoint", str(folder), "--checkpoint-every", "0")
     assert status != 0 and "--checkpoint-every 0" in err
+
+
+@pytest.mark.parametrize("flag", ["--save-plan", "--profile"])
+def test_plan_auto_options_without_plan_auto_are_refused(flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    program = tmp_path / "bigram.mlir"
+    program.write_text(BIGRAM)
+    code = presk(["train", str(program), "--loss", "loss", "--step", "sgd", "--dim", "B=2", "--dim", "T=8",
+                  flag, str(tmp_path / "x.json")])  # fmt: skip
+    assert code != 0 and f"{flag} goes with --plan auto" in capsys.readouterr().err
