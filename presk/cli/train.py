@@ -310,22 +310,27 @@ def state_shapes(params: Any) -> dict[str, tuple[int, ...]]:
     return {f"{name}.{path}": np.shape(leaf) for name in STATE for path, leaf in leaf_items(params)}
 
 
+def map_leaves(tree: Any, fn: Callable[[Any], Any]) -> Any:
+    """`tree` (records as dicts, tuples) with `fn` of each leaf in its place, in `leaf_items` order."""
+    if isinstance(tree, dict):
+        return {k: map_leaves(v, fn) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(map_leaves(v, fn) for v in tree)
+    return fn(tree)
+
+
 def _replace_leaves(tree: Any, leaf: Callable[[], Any]) -> Any:
     """`tree` with each leaf, in `leaf_items` order, replaced by the next `leaf()`."""
-    if isinstance(tree, dict):
-        return {k: _replace_leaves(v, leaf) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_replace_leaves(v, leaf) for v in tree)
-    value = leaf()
-    return float(value) if np.ndim(value) == 0 else value
+
+    def next_leaf(_: Any) -> Any:
+        value = leaf()
+        return float(value) if np.ndim(value) == 0 else value
+
+    return map_leaves(tree, next_leaf)
 
 
 def zeros_like_tree(tree: Any) -> Any:
-    if isinstance(tree, dict):
-        return {k: zeros_like_tree(v) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(zeros_like_tree(v) for v in tree)
-    return np.zeros_like(tree) if isinstance(tree, np.ndarray) else 0.0
+    return map_leaves(tree, lambda x: np.zeros_like(x) if isinstance(x, np.ndarray) else 0.0)
 
 
 def _feedback(host: HostProgram, n: int) -> list[int]:
