@@ -83,13 +83,18 @@ def fast_prices(p: Pricer) -> dict[tuple[str, str], float | str]:
     return {key: v if isinstance(v, float) else v.code for key, v in p.cache.items()}
 
 
+@pytest.fixture(scope="module")
+def slow() -> dict[tuple[str, str], float | str]:
+    """The slow path's prices, computed once for both parameters (it uses no cache)."""
+    return slow_prices(nests())
+
+
 @pytest.mark.parametrize("jobs", ["2", "1"])
 def test_the_fast_pricing_cold_and_warm_gives_the_slow_pricing_s_prices_and_plan(
-    jobs: str, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+    jobs: str, cache_dir: Path, monkeypatch: pytest.MonkeyPatch, slow: dict[tuple[str, str], float | str]
 ) -> None:
     monkeypatch.setenv("PRESK_PLAN_JOBS", jobs)  # 2: the forked, grouped path (one process where fork is missing)
     found = nests()
-    slow = slow_prices(found)
     assert len(slow) > planning.PARALLEL_MIN and any(isinstance(v, float) for v in slow.values())
 
     cold = pricer(store())
