@@ -48,7 +48,10 @@ The choices the specification leaves open, as made here:
   not index counts whole; with one worker, Q is exactly the whole buffers.
 * **Loads.** `memref.load`, `memref.store`, `vector.load`, `vector.store`:
   each once per execution whatever its lanes (a `vector.broadcast` of a
-  loaded scalar is part of its load and counts 0).
+  loaded scalar is part of its load and counts 0). In an innermost loop
+  that the backend vectorises although PSK-Kernel writes it in scalars
+  (`backend_lanes`: LLVM's loop vectoriser, the translator's running sums
+  and maxima), once per L executions, L its lanes: the kernel as it runs.
 * **Index expressions.** Affine in the loop counters through `addi`,
   `subi`, `muli` by a constant, integer casts and clamps against a constant;
   anything else is opaque and taken conservatively (`presk.cost.footprints`).
@@ -98,7 +101,13 @@ The choices the specification leaves open, as made here:
   lacks holds what the next inner one holds (a missing L1 holds nothing, so
   every access is brought each time it executes). The traffic is the
   worker's own (the models multiply the shared levels' by p).
-* **Lanes, dtype.** The widest vector of the kernel (1: scalar); the element
+* **Lanes, dtype.** The widest vector of the kernel, as written or as the
+  backend vectorises its innermost loops (`backend_lanes`, when the
+  description states the register's width: a profile written before
+  `vector_bits` was recorded sees only the vectors written; 1: scalar). So
+  an elementwise chain is priced with the vector groups it runs like, and
+  the lane-1 groups hold only code that stays scalar (a register tile in
+  one lane, whose k loop carries its sums). The element
   type of the first buffer the kernel stores to (its output), as `f64`,
   `f32` or `bf16` (an integer output, a mask or an index range, gives its
   type's name, `i64`).
@@ -127,7 +136,9 @@ from presk.cost.footprints import (
     Access, Affine, Box, Family, Index, Opaque, SetGeometry, combined_load, families, footprint_bytes, set_load,
 )  # fmt: skip
 from presk.cost.terms import RULES, KernelTerms, MachineDesc
-from presk.dialects.psk_kernel import KernelOp
+from presk.dialects.psk_kernel import PARALLEL, KernelOp
+from presk.lowering.llvm.maximum_loops import running_maximum
+from presk.lowering.llvm.running_sums import ordered_sums
 
 __all__ = ["kernel_terms"]
 
@@ -229,6 +240,8 @@ class _Loop:
     accesses: list[Access] = field(default_factory=list)
     work: int = 0
     loads: int = 0
+    vector_lanes: int = 1
+    """The lanes the backend runs this (innermost, scalar-written) loop at (`backend_lanes`); 1: as written."""
     enclosing: tuple[int, ...] = ()
     """Ids of this loop and the loops around it, outermost first (not the root)."""
     subtree: frozenset[int] = frozenset()
@@ -242,7 +255,8 @@ class _Loop:
 class _Walk:
     """One pass over the kernel: the loop tree, the index expressions, the work and loads per loop."""
 
-    def __init__(self, kernel: KernelOp, workers: int) -> None:
+    def __init__(self, kernel: KernelOp, workers: int, vector_bits: int = 0) -> None:
+        self.vector_bits = vector_bits
         self.args = list(kernel.body.block.args)
         self.arg_index = {arg: i for i, arg in enumerate(self.args)}
         self.split = split_loop(kernel)
@@ -301,6 +315,9 @@ class _Walk:
             if not _is_float(arg.type):
                 self.indices[arg] = Opaque(frozenset({inner.id}), id(arg))
         self._block(op.body.block, inner)
+        if not inner.children and self.vector_bits and full is not None:
+            inner.vector_lanes = backend_lanes(op, inner, self.vector_bits)
+            self.lanes = max(self.lanes, inner.vector_lanes)
 
     def _access(
         self, op: Operation, loop: _Loop, base: SSAValue, indices: Iterable[SSAValue], value: Attribute
@@ -358,6 +375,42 @@ class _Walk:
         loop.subtree = frozenset(subtree)
         loop.direct = own
         loop.inside = inside
+
+
+def backend_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:
+    """The lanes at which the native backend runs an innermost loop that PSK-Kernel writes in scalars.
+
+    The translator's own vector loops (`presk.lowering.llvm`: ordered running
+    sums, a running maximum) at the lanes it chooses; a parallel loop without
+    running values whose every access is contiguous along its counter (the
+    counter only in the last index, with coefficient 1) or does not move
+    with it at the register's width for its widest element, as LLVM's loop
+    vectoriser (or the translator's streaming and guarded-division loops)
+    runs it; anything else, and a loop already holding vectors, at 1.
+    """
+    body = list(_ops_in(op.body.block))
+    if any(type(t) is VectorType for inner in body for t in (*inner.result_types, *inner.operand_types)):
+        return 1
+    if (sums := ordered_sums(op, vector_bits)) is not None:
+        return sums.lanes
+    if (maximum := running_maximum(op, vector_bits)) is not None:
+        return maximum.lanes
+    if PARALLEL not in op.attributes or op.iter_args or not loop.accesses:
+        return 1
+    for access in loop.accesses:
+        if not access.indices:  # a scalar buffer: the same element in every lane
+            continue
+        *outer, last = access.indices
+        if any(loop.id in index.loops() for index in outer):
+            return 1
+        if type(last) is Opaque and loop.id in last.deps:
+            return 1
+        if type(last) is Affine and dict(last.coefs).get(loop.id, 0) not in (0, 1):
+            return 1
+    # The widest element the body loads, stores or computes (bf16 loads are widened to f32 to compute).
+    sizes = [_element_bytes(r.type) for inner in body for r in inner.results if _is_float(r.type)]
+    sizes += [_element_bytes(inner.operands[0].type) for inner in body if inner.name in _STORES]
+    return max(1, vector_bits // (8 * max(sizes, default=8)))
 
 
 def _affine_of(name: str, operands: list[Index]) -> Affine | None:
@@ -591,14 +644,14 @@ def kernel_terms(
         raise ValueError(f"unknown cost rules {sorted(unknown)}: the rules are {', '.join(RULES)}")
     if workers < 1:
         raise ValueError(f"workers = {workers}: a kernel runs on one worker or more")
-    walk = _Walk(kernel, workers)
+    walk = _Walk(kernel, workers, desc.vector_bits)
     shapes, sizes = _buffer_facts(kernel)
     runs = _executions(walk)
 
     work = sum(loop.work * runs[loop.id] for loop in walk.loops)
     if "overhead" in rules:
         work += sum(runs[loop.id] for loop in walk.loops if loop.op is not None)
-    loads = sum(loop.loads * runs[loop.id] for loop in walk.loops)
+    loads = sum(loop.loads * runs[loop.id] / loop.vector_lanes for loop in walk.loops)
     spill = _spill(walk, runs, desc.vector_registers)
 
     plain = _Footprints(walk, shapes, sizes, None)

@@ -90,10 +90,16 @@ class MachineDesc:
     """Bytes of a first-level cache line."""
     workers: int
     """p_M: the workers a split may use at most."""
+    vector_bits: int = 0
+    """The widest vector register in bits, at which the backend runs the loops it vectorises itself
+    (`presk.cost.quantities`, "Lanes"); 0 (a profile written before it was recorded): not known, and
+    only the kernel's explicit vectors count."""
 
     @staticmethod
     def of(machine: Machine) -> MachineDesc:
-        return MachineDesc(machine.caches, machine.vector_registers, machine.cache_line, machine.workers())
+        return MachineDesc(
+            machine.caches, machine.vector_registers, machine.cache_line, machine.workers(), machine.vector_bits
+        )
 
     def cache(self, level: int) -> CacheLevel | None:
         return next((cache for cache in self.caches if cache.level == level), None)
@@ -104,6 +110,7 @@ class MachineDesc:
             "vector_registers": self.vector_registers,
             "line": self.line,
             "workers": self.workers,
+            **({"vector_bits": self.vector_bits} if self.vector_bits else {}),
         }
 
     @staticmethod
@@ -112,7 +119,10 @@ class MachineDesc:
             CacheLevel(*(int(c[k]) for k in ("level", "size", "line", "shared_by")), int(c.get("ways", 0)))
             for c in data["caches"]
         )  # a profile written before "ways" existed: not known
-        return MachineDesc(caches, int(data["vector_registers"]), int(data["line"]), int(data["workers"]))
+        return MachineDesc(
+            caches, int(data["vector_registers"]), int(data["line"]), int(data["workers"]),
+            int(data.get("vector_bits", 0)),
+        )  # fmt: skip
 
 
 def _cache_json(cache: CacheLevel) -> dict[str, int]:

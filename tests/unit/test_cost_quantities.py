@@ -102,6 +102,41 @@ def test_elementwise_add() -> None:
     assert (terms.workers, terms.lanes, terms.dtype) == (1, 1, "f64")
 
 
+def with_vectors(d: MachineDesc, bits: int) -> MachineDesc:
+    return MachineDesc(d.caches, d.vector_registers, d.line, d.workers, bits)
+
+
+@pytest.mark.parametrize("bits", [256, 512])
+def test_a_loop_the_backend_vectorises_counts_its_lanes(bits: int) -> None:
+    # The inner loop over j is parallel, carries nothing, and reads and writes along j: LLVM runs it in
+    # vectors of bits / 64 f64, and the group is that lane width's.
+    terms = kernel_terms(kernel(ADD.replace("$ATTR", "{psk_kernel.parallel}")), with_vectors(desc(), bits))
+    lanes = bits // 64
+    assert terms.lanes == lanes
+    # N_ld: the 45 scalar accesses, once per `lanes` elements; W and the bytes as without vectors.
+    assert terms.loads == 45 / lanes
+    assert (terms.work, terms.bytes) == (15, 360)
+
+
+def test_a_strided_loop_and_a_running_sum_stay_scalar() -> None:
+    # Along j the add reads a[j, i]: a stride of 3 elements, no vector load, so one lane.
+    strided = ADD.replace("%a[%i, %j] : memref<3x5xf64>", "%a[%j, %i] : memref<5x3xf64>").replace(
+        "%a: memref<3x5xf64>", "%a: memref<5x3xf64>")
+    terms = kernel_terms(kernel(strided.replace("$ATTR", "{psk_kernel.parallel}")), with_vectors(desc(), 512))
+    assert (terms.lanes, terms.loads) == (1, 45)
+    # A register tile in one lane: its k loop carries the running sums in order; nothing vectorises it.
+    tile = kernel_terms(gemm(8, "f64", SCALAR_GEMM), with_vectors(desc(), 512))
+    assert (tile.lanes, tile.loads) == (1, 2 * 8**3 + 8**2)
+
+
+def test_a_profile_without_the_register_width_sees_only_written_vectors() -> None:
+    d = desc()
+    assert d.vector_bits == 0 and MachineDesc.from_json(d.to_json()) == d
+    wide = with_vectors(d, 512)
+    assert MachineDesc.from_json(wide.to_json()).vector_bits == 512
+    assert kernel_terms(kernel(ADD.replace("$ATTR", "{psk_kernel.parallel}")), d).lanes == 1
+
+
 def test_overhead_rule_adds_one_operation_per_iteration() -> None:
     terms = kernel_terms(kernel(ADD.replace("$ATTR", "{psk_kernel.parallel}")), desc(), rules=frozenset({"overhead"}))
     # 15 adds + the outer loop's 3 iterations + the inner loop's 3·5 = 15: 33.

@@ -150,7 +150,7 @@ def test_running_sums_vectorised_where_expected() -> None:
     env = sizes.resolve(module, {}, {"R": 64, "C": 256})
     kernels = kernels_of(lower(module, "softmax", env, plan_from_options("f32", None)))
     loops = serial_loops(kernels["softmax"])
-    plans = [kernel_to_llvm.ordered_sums(loop, machine) for loop in loops]
+    plans = [kernel_to_llvm.ordered_sums(loop, machine.vector_bits) for loop in loops]
     maxima, sums = plans[:-1], plans[-1]
     assert all(p is None for p in maxima)  # one running maximum per row: `running_maximum`'s, not running sums
     assert sums is not None and len(sums.terms) == row_blocks.jam_factor(64)
@@ -174,7 +174,7 @@ def test_mean_rows_vectorised() -> None:
     env = sizes.resolve(module, {}, {"R": 64, "E": 768})
     kernels = kernels_of(lower(module, "layernorm", env, plan_from_options("f32", None)))
     (loop,) = serial_loops(kernels["mean"])
-    plan = kernel_to_llvm.ordered_sums(loop, machine)
+    plan = kernel_to_llvm.ordered_sums(loop, machine.vector_bits)
     if machine.vector_bits >= 256:
         # One running sum per row of a block (row_blocks.JAM_ROWS rows); the terms in vectors of as many f32.
         assert plan is not None and plan.group == row_blocks.JAM_ROWS and plan.lanes == row_blocks.JAM_ROWS

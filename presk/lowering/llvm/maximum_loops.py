@@ -46,7 +46,6 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import Float32Type, Float64Type
 from xdsl.ir import Operation, SSAValue
 
-from presk.target import Machine
 from presk.dialects.psk_kernel import PARALLEL
 from presk.analysis import trip_count
 from presk.lowering.llvm.vector_body import inside
@@ -78,7 +77,7 @@ class RunningMaximum:
     """Whether the mask's true side keeps the running value (`select(m, acc, maximum(acc, x))`)."""
 
 
-def running_maximum(loop: scf.ForOp, machine: Machine) -> RunningMaximum | None:
+def running_maximum(loop: scf.ForOp, vector_bits: int) -> RunningMaximum | None:
     """A plan to run a loop whose one running value is `maximum(acc, term)` as vectors, or None.
 
     The loop: serial, constant bounds, step 1, at least `lanes · ACCUMULATORS`
@@ -93,7 +92,7 @@ def running_maximum(loop: scf.ForOp, machine: Machine) -> RunningMaximum | None:
     acc = block.args[1]
     if count is None or constant_int(loop.lb) is None or not isinstance(acc.type, Float32Type | Float64Type):
         return None
-    lanes = machine.vector_bits // (32 if isinstance(acc.type, Float32Type) else 64)
+    lanes = vector_bits // (32 if isinstance(acc.type, Float32Type) else 64)
     if lanes < 2 or count < lanes * ACCUMULATORS:
         return None
     terminator = block.last_op

@@ -28,7 +28,6 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import Float32Type, Float64Type
 from xdsl.ir import Operation, SSAValue
 
-from presk.target import Machine
 from presk.dialects.psk_kernel import PARALLEL
 from presk.analysis import trip_count
 from presk.lowering.llvm.irtypes import I32, I64
@@ -56,7 +55,7 @@ class OrderedSums:
     """Loads of `lanes` consecutive elements (the others read one element, the same in every lane)."""
 
 
-def ordered_sums(loop: scf.ForOp, machine: Machine) -> OrderedSums | None:
+def ordered_sums(loop: scf.ForOp, vector_bits: int) -> OrderedSums | None:
     """A plan to run a loop of running sums `lanes` iterations at a time, or None.
 
     The loop: serial, constant bounds with step 1, every running value a
@@ -80,7 +79,7 @@ def ordered_sums(loop: scf.ForOp, machine: Machine) -> OrderedSums | None:
     if not all(a.type == element for a in accs) or not isinstance(element, Float32Type | Float64Type):
         return None
     bits = 32 if isinstance(element, Float32Type) else 64
-    widest = max(machine.vector_bits // bits, 1)
+    widest = max(vector_bits // bits, 1)
     if widest < 2:
         return None
     group = 1

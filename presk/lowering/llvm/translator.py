@@ -84,8 +84,8 @@ class Translator(ScalarOps, VectorOps, RunningSumLoops, MaximumLoops, StreamingL
             lb, ub = self.split_bounds(op, lb, ub, step)
         inits = [self.value(v) for v in op.iter_args]
         vectorise = self.assume_disjoint and not self.lanes
-        plan = ordered_sums(op, self.machine) if vectorise else None
-        maximum = running_maximum(op, self.machine) if vectorise and plan is None else None
+        plan = ordered_sums(op, self.machine.vector_bits) if vectorise else None
+        maximum = running_maximum(op, self.machine.vector_bits) if vectorise and plan is None else None
         vectorised = plan is not None or maximum is not None
         stream = streaming(op, self.machine, self.kernel_bytes) if vectorise and not vectorised else None
         guarded = guarded_division(op, self.machine) if vectorise and not vectorised and stream is None else None
