@@ -92,16 +92,16 @@ AND_NARROW ?= yes
 test: $(STAMP)
 	@cache=$$(mktemp -d); lane2=$$(mktemp); export PRESK_CACHE_DIR=$$cache; \
 	( status=0; \
-	  echo "== $(LANE2_PYTEST)"; $(BIN)/python -m pytest -q $(LANE2_PYTEST) || status=1; \
-	  echo "== lit"; $(BIN)/lit -q tests/filecheck tests/plan || status=1; \
+	  echo "== $$(date +%T) $(LANE2_PYTEST)"; $(BIN)/python -m pytest -q $(LANE2_PYTEST) || status=1; \
+	  echo "== $$(date +%T) lit"; $(BIN)/lit -q tests/filecheck tests/plan || status=1; \
 	  if [ -n "$(AND_NARROW)" ]; then \
-	    echo "== lowered for $(NARROW_TARGET): pytest -m target, and lit's tests of the widths"; \
+	    echo "== $$(date +%T) lowered for $(NARROW_TARGET): pytest -m target, and lit's tests of the widths"; \
 	    PRESK_TARGET=$(NARROW_TARGET) $(BIN)/python -m pytest -q -m target || status=1; \
 	    PRESK_TARGET=$(NARROW_TARGET) $(BIN)/lit -q $(NARROW_LIT) || status=1; \
-	  fi; exit $$status ) > $$lane2 2>&1 & pid=$$!; \
-	status=0; echo "== pytest"; \
+	  fi; echo "== $$(date +%T) second lane done"; exit $$status ) > $$lane2 2>&1 & pid=$$!; \
+	status=0; echo "== $$(date +%T) pytest"; \
 	$(BIN)/python -m pytest -q $(addprefix --ignore=,$(LANE2_PYTEST)) || status=1; \
-	wait $$pid || status=1; cat $$lane2; rm -rf $$cache $$lane2; exit $$status
+	echo "== $$(date +%T) first lane done"; wait $$pid || status=1; cat $$lane2; rm -rf $$cache $$lane2; exit $$status
 
 # The whole suite lowered for AVX2 (x86-64-v3): on an AVX-512 host it runs the
 # narrower register file's code natively, so one machine tests both kinds.
