@@ -119,10 +119,10 @@ class MachineDesc:
             CacheLevel(*(int(c[k]) for k in ("level", "size", "line", "shared_by")), int(c.get("ways", 0)))
             for c in data["caches"]
         )  # a profile written before "ways" existed: not known
-        return MachineDesc(
-            caches, int(data["vector_registers"]), int(data["line"]), int(data["workers"]),
-            int(data.get("vector_bits", 0)),
-        )  # fmt: skip
+        bits = data.get("vector_bits", 0)
+        if not isinstance(bits, int) or isinstance(bits, bool) or bits < 0:
+            raise ValueError(f"machine_desc.vector_bits is the widest vector register in bits (256, 512), not {bits!r}")
+        return MachineDesc(caches, int(data["vector_registers"]), int(data["line"]), int(data["workers"]), bits)
 
 
 def _cache_json(cache: CacheLevel) -> dict[str, int]:

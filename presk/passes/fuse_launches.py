@@ -223,7 +223,9 @@ class MergeLaunches(RewritePattern):
                 self.nests[k] = pure_nest(k)
             return _access(l, k, self.nests[k])
 
-        launches = [launch(l) for l in op.body.block.ops if isinstance(l, pk.LaunchOp) and l.kernel.string_value() in kernels]
+        launches = [
+            launch(l) for l in op.body.block.ops if isinstance(l, pk.LaunchOp) and l.kernel.string_value() in kernels
+        ]
         start = 0
         while (pair := self._first_pair(launches, start)) is not None:
             a, b, plan = pair

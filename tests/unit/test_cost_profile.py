@@ -149,6 +149,8 @@ def test_refitting_writes_the_profile_only(tmp_path: Path) -> None:
         ('{"format": "presk-cost-profile", "version": 1, "model": {"combine": "mean"}}', "unknown combine 'mean'"),
         ('{"format": "presk-cost-profile", "version": 1, "machine_desc": {"caches": []}}', "missing key 'vector_registers'"),
         ('{"format": "presk-cost-profile", "version": 1, "model": {"rules": ["lines", "fast"]}}', "unknown rule 'fast'"),
+        ('{"format": "presk-cost-profile", "version": 1, "machine_desc": {"caches": [], "vector_registers": 32, '
+         '"line": 64, "workers": 2, "vector_bits": "wide"}}', "machine_desc.vector_bits is the widest vector register"),
     ],
 )
 def test_a_corrupt_or_foreign_profile_is_an_error_naming_the_file(tmp_path: Path, text: str, message: str) -> None:
