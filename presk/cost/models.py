@@ -4,7 +4,8 @@
   width (`roofline_key`), one β and one λ. It is the baseline the layout
   model must beat, and what a profile without layout constants predicts.
 * The **layout model**: T̂ = λ + spawn·[p>1] + C(W/π_g, (N_ld+S)/ρ_g,
-  Q_L2/β_L2, p·Q_L3/β_L3, p·Q_mem/β_mem), g = `group_key(terms)`. Its
+  Q_L2/β_L2, p·Q_L3/β_L3, p·Q_mem/β_mem), g = `group_key(terms)`, W
+  with its latency stall (`KernelTerms.stall`) added. Its
   `Form` says how loads are priced (ρ per group, one ρ, or none: then the
   spill joins the work, (W+S)/π_g) and how the terms combine (`max`; `sum`
   = max(work, loads) + max(l2, l3, mem); `pnorm` = (Σ tᵢ^q)^(1/q)). The
@@ -41,6 +42,7 @@ __all__ = [
     "Form",
     "TermArrays",
     "TermSpec",
+    "UnmeasuredGroup",
     "combine",
     "explain",
     "layout_terms",
@@ -115,6 +117,7 @@ class TermArrays:
     work: np.ndarray
     bytes: np.ndarray
     loads: np.ndarray
+    stall: np.ndarray
     spill: np.ndarray
     q_l2: np.ndarray
     q_l3: np.ndarray
@@ -133,6 +136,7 @@ class TermArrays:
             column("work"),
             column("bytes"),
             column("loads"),
+            column("stall"),
             column("spill"),
             column("q_l2"),
             column("q_l3"),
@@ -160,11 +164,12 @@ def layout_terms(form: Form, arrays: TermArrays) -> list[TermSpec]:
     """The layout model's terms in order work, [loads,] l2, l3, mem."""
     n = len(arrays)
     by_group = tuple(f"pi[{g}]" for g in arrays.groups)
+    work = arrays.work + arrays.stall
     if form.load_term == "none":
-        specs = [TermSpec("work", arrays.work + arrays.spill, by_group)]
+        specs = [TermSpec("work", work + arrays.spill, by_group)]
     else:
         rho = tuple(f"rho[{g}]" for g in arrays.groups) if form.load_term == "group" else ("rho",) * n
-        specs = [TermSpec("work", arrays.work, by_group), TermSpec("loads", arrays.loads + arrays.spill, rho)]
+        specs = [TermSpec("work", work, by_group), TermSpec("loads", arrays.loads + arrays.spill, rho)]
     return specs + [
         TermSpec("l2", arrays.q_l2, ("beta_l2",) * n),
         TermSpec("l3", arrays.workers * arrays.q_l3, ("beta_l3",) * n),
@@ -235,12 +240,22 @@ def _rate(constants: Constants, name: str) -> float:
         group = name[name.index("[") + 1 : -1]
         what = "machine type and lane width" if constants.kind == ROOFLINE else "group (machine type/lanes/workers)"
         measured = sorted({n[n.index("[") + 1 : -1] for n in constants.values if n.startswith(name[: name.index("[")] + "[")})
-        raise PreskError(
+        error = UnmeasuredGroup(
             PROFILE_ERROR,
             f"the {constants.kind} model has no constants for {what} '{group}': no calibration sample was of it "
             f"(measured: {', '.join(measured) or 'none'}); calibrate kernels of that group",
         )
+        error.group = group
+        raise error
     return float("inf")
+
+
+class UnmeasuredGroup(PreskError):
+    """E8001 for a kernel whose group (`group`) no calibration sample was of: its rates are not known.
+
+    A chooser may skip such a point and say so, rather than guess its price."""
+
+    group: str = ""
 
 
 def _term_times(constants: Constants, arrays: TermArrays) -> tuple[list[TermSpec], np.ndarray]:

@@ -101,13 +101,24 @@ The choices the specification leaves open, as made here:
   lacks holds what the next inner one holds (a missing L1 holds nothing, so
   every access is brought each time it executes). The traffic is the
   worker's own (the models multiply the shared levels' by p).
+* **Stall.** An innermost loop whose every float running value is an
+  fma's sum (a register tile's k loop) has one independent chain per
+  running value, a written vector being one; in one lane, when the
+  description states the register's width, LLVM's SLP vectoriser packs each
+  row of consecutive columns into vectors (`_Walk._fma_chains`), so the
+  chains are those vectors. With c chains below the description's
+  `fma_chains` (latency × units), the loop's fmas run at c / `fma_chains`
+  of the units' rate: its work W_loop adds W_loop · (fma_chains / c − 1),
+  c counted once per execution of the loop that the reorder window
+  (`REORDER_WINDOW`) overlaps, so a short k loop stalls less (`_stall`).
+  0 when the description has no `fma_chains` (a profile written before it).
 * **Lanes, dtype.** The widest vector of the kernel, as written or as the
-  backend vectorises its innermost loops (`backend_lanes`, when the
-  description states the register's width: a profile written before
-  `vector_bits` was recorded sees only the vectors written; 1: scalar). So
-  an elementwise chain is priced with the vector groups it runs like, and
-  the lane-1 groups hold only code that stays scalar (a register tile in
-  one lane, whose k loop carries its sums). The element
+  backend vectorises its innermost loops (`backend_lanes` and SLP's tile
+  rows, when the description states the register's width: a profile
+  written before `vector_bits` was recorded sees only the vectors written;
+  1: scalar). So an elementwise chain or a one-lane tile is priced with the
+  vector groups it runs like, and the lane-1 groups hold only code that
+  stays scalar (the [1, 1] tile, a one-column tile). The element
   type of the first buffer the kernel stores to (its output), as `f64`,
   `f32` or `bf16` (an integer output, a mask or an index range, gives its
   type's name, `i64`).
@@ -139,6 +150,7 @@ from presk.cost.terms import RULES, KernelTerms, MachineDesc
 from presk.dialects.psk_kernel import PARALLEL, KernelOp
 from presk.lowering.llvm.maximum_loops import running_maximum
 from presk.lowering.llvm.running_sums import ordered_sums
+from presk.passes.vectorize import tile_rows
 
 __all__ = ["kernel_terms"]
 
@@ -242,6 +254,12 @@ class _Loop:
     loads: int = 0
     vector_lanes: int = 1
     """The lanes the backend runs this (innermost, scalar-written) loop at (`backend_lanes`); 1: as written."""
+    chains: int = 0
+    """Independent FMA chains of an innermost loop whose every running value is an fma's sum, as the
+    backend runs it (`_Walk._fma_chains`); 0: not such a loop."""
+    narrow: float = 1.0
+    """How many times slower than the group's narrowest register SLP's vectors run this loop's fmas
+    (4 f32 lanes in a group of 8: 2); 1 otherwise."""
     enclosing: tuple[int, ...] = ()
     """Ids of this loop and the loops around it, outermost first (not the root)."""
     subtree: frozenset[int] = frozenset()
@@ -255,8 +273,9 @@ class _Loop:
 class _Walk:
     """One pass over the kernel: the loop tree, the index expressions, the work and loads per loop."""
 
-    def __init__(self, kernel: KernelOp, workers: int, vector_bits: int = 0) -> None:
+    def __init__(self, kernel: KernelOp, workers: int, vector_bits: int = 0, fma_chains: int = 0) -> None:
         self.vector_bits = vector_bits
+        self.fma_chains = fma_chains
         self.args = list(kernel.body.block.args)
         self.arg_index = {arg: i for i, arg in enumerate(self.args)}
         self.split = split_loop(kernel)
@@ -315,9 +334,48 @@ class _Walk:
             if not _is_float(arg.type):
                 self.indices[arg] = Opaque(frozenset({inner.id}), id(arg))
         self._block(op.body.block, inner)
-        if not inner.children and self.vector_bits and full is not None:
-            inner.vector_lanes = backend_lanes(op, inner, self.vector_bits)
-            self.lanes = max(self.lanes, inner.vector_lanes)
+        if not inner.children and full is not None:
+            if self.vector_bits:
+                inner.vector_lanes = backend_lanes(op, inner, self.vector_bits)
+                self.lanes = max(self.lanes, inner.vector_lanes)
+            inner.chains = self._fma_chains(op, inner)
+
+    def _fma_chains(self, op: scf.ForOp, loop: _Loop) -> int:
+        """The independent FMA chains of an innermost loop whose every float running value is an fma's sum.
+
+        Written vectors are a chain each. A register tile written in scalars
+        (one lane) runs as LLVM's SLP vectoriser packs it, when the register's
+        width is known: each row of n consecutive columns (`tile_rows`) in
+        vectors of the largest power of two P ≤ n that the register holds,
+        ⌈n / P⌉ chains a row; its operand-1 loads are then ⌈n / P⌉ vector
+        loads, and the kernel's lanes are P. The assembly of the one-lane
+        GEMM tiles shows it (docs/cost.md): [1, 1] scalar, [1, 8] one f32
+        vector of 8, [4, 16] four of 16 on AVX-512. P narrower than the
+        narrowest register of a group (4 f32 lanes: half a ymm) is priced in
+        that register's group at P / its lanes of the rate (`narrow`). A
+        description without `fma_chains` (a profile written before it) sees
+        the tile as written, in one lane, as its samples were priced.
+        """
+        chains = _fma_recurrences(op)
+        if not chains or loop.vector_lanes > 1 or self.vector_bits == 0 or self.fma_chains == 0:
+            return chains
+        rows = tile_rows(op)
+        if rows is None:
+            return chains
+        element = op.body.block.args[1].type
+        if type(element) is VectorType:
+            return chains
+        width = self.vector_bits // (8 * _element_bytes(element))
+        packed = [min(1 << (n.bit_length() - 1), width) for n in rows]
+        widest = max(packed)
+        if widest < 2:
+            return chains
+        columns = max(rows)
+        loop.loads -= columns - -(-columns // widest)
+        group = max(widest, min(self.vector_bits, 256) // (8 * _element_bytes(element)))
+        loop.narrow = group / widest
+        self.lanes = max(self.lanes, group)
+        return sum(-(-n // p) for n, p in zip(rows, packed, strict=True))
 
     def _access(
         self, op: Operation, loop: _Loop, base: SSAValue, indices: Iterable[SSAValue], value: Attribute
@@ -375,6 +433,21 @@ class _Walk:
         loop.subtree = frozenset(subtree)
         loop.direct = own
         loop.inside = inside
+
+
+def _fma_recurrences(op: scf.ForOp) -> int:
+    """The running values of a loop when each is updated by one fma (`math.fma` or `vector.fma`) whose
+    addend it is, and nothing else carries a float; else 0."""
+    block = op.body.block
+    carried = block.args[1:]
+    yielded = block.last_op
+    if not carried or not isinstance(yielded, scf.YieldOp):
+        return 0
+    for arg, value in zip(carried, yielded.operands, strict=True):
+        owner = value.owner
+        if not isinstance(owner, Operation) or owner.name not in _FMA or owner.operands[2] is not arg:
+            return 0
+    return len(carried)
 
 
 def backend_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:
@@ -488,6 +561,34 @@ def _spill(walk: _Walk, runs: list[int], registers: int) -> float:
     most = max(runs[loop.id] for loop in innermost)
     live = max(_live_values(loop.op) for loop in innermost if runs[loop.id] == most)  # type: ignore[arg-type]
     return 2.0 * max(0, live - registers) * most
+
+
+REORDER_WINDOW = 256
+"""Operations the core keeps in flight, which overlap consecutive executions of a short loop: the
+smallest reorder buffer of the x86-64 cores presk targets (Zen 3; Zen 4 320, Zen 5 448, Golden Cove
+512), so that the overlap is never overstated."""
+
+
+def _stall(walk: _Walk, runs: list[int], needed: int) -> float:
+    """The work the FMA's latency adds: a loop of c < `needed` chains runs its fmas at c / `needed` of
+    the units' rate (and SLP vectors narrower than the group's at `narrow` times less), so its work
+    W_loop costs W_loop · narrow · max(1, needed / c) and the stall is the difference.
+
+    The chains of consecutive executions of the loop (the next tile's) are independent, and a core
+    overlaps as many executions as its reorder window holds: a k loop of 8 iterations of about 12
+    operations each is 96 operations, so about 2.7 executions run at once and c counts that many
+    times. An execution is counted as trip × (its fmas, its loads and stores, and 2 for the loop)."""
+    if needed <= 0:
+        return 0.0
+    stall = 0.0
+    for loop in walk.loops:
+        if not loop.chains:
+            continue
+        operations = loop.trip * (loop.chains + loop.loads + 2)
+        chains = loop.chains * max(1.0, REORDER_WINDOW / operations)
+        if chains < needed or loop.narrow > 1.0:
+            stall += loop.work * runs[loop.id] * (loop.narrow * max(1.0, needed / chains) - 1.0)
+    return stall
 
 
 # --------------------------------------------------------------------------- bytes and traffic
@@ -644,7 +745,7 @@ def kernel_terms(
         raise ValueError(f"unknown cost rules {sorted(unknown)}: the rules are {', '.join(RULES)}")
     if workers < 1:
         raise ValueError(f"workers = {workers}: a kernel runs on one worker or more")
-    walk = _Walk(kernel, workers, desc.vector_bits)
+    walk = _Walk(kernel, workers, desc.vector_bits, desc.fma_chains)
     shapes, sizes = _buffer_facts(kernel)
     runs = _executions(walk)
 
@@ -653,6 +754,7 @@ def kernel_terms(
         work += sum(runs[loop.id] for loop in walk.loops if loop.op is not None)
     loads = sum(loop.loads * runs[loop.id] / loop.vector_lanes for loop in walk.loops)
     spill = _spill(walk, runs, desc.vector_registers)
+    stall = _stall(walk, runs, desc.fma_chains)
 
     plain = _Footprints(walk, shapes, sizes, None)
     if walk.workers > 1:
@@ -687,5 +789,5 @@ def kernel_terms(
     return KernelTerms(
         work=float(work), bytes=float(nbytes), loads=float(loads), spill=float(spill),
         q_l2=float(q_l2), q_l3=float(q_l3), q_mem=float(q_mem),
-        workers=walk.workers, lanes=walk.lanes, dtype=dtype,
+        workers=walk.workers, lanes=walk.lanes, dtype=dtype, stall=float(stall),
     )  # fmt: skip

@@ -20,7 +20,11 @@ The quantities are those the seed's layout cost model names:
   loop and per register live there beyond the target's vector registers;
 * `q_l2`, `q_l3`, `q_mem`: the bytes brought from the second-level cache,
   the third, and memory, from each buffer's access footprint inside every
-  loop against each level's capacity.
+  loop against each level's capacity;
+* `stall`, beyond the seed: the work an FMA's latency adds where a loop's
+  running sums are too few independent chains to keep the FMA units busy
+  (a register tile of few accumulators), in units of W, so that the layout
+  model prices it with the group's π.
 """
 
 from __future__ import annotations
@@ -59,13 +63,19 @@ class KernelTerms:
     """The widest vector of the kernel in elements (1: scalar)."""
     dtype: str
     """The machine type the kernel computes in: `f64`, `f32` or `bf16` (its output's storage type)."""
+    stall: float = 0.0
+    """Latency-bound work (see the module docstring); 0 where the description states no `fma_chains`,
+    and in samples written before it was counted."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if not self.stall:  # samples without it read back alike, and earlier versions read them
+            del data["stall"]
+        return data
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> KernelTerms:
-        return KernelTerms(**{name: data[name] for name in KernelTerms.__dataclass_fields__})
+        return KernelTerms(**{name: data[name] for name in KernelTerms.__dataclass_fields__ if name in data})
 
 
 def group_key(terms: KernelTerms) -> str:
@@ -94,12 +104,17 @@ class MachineDesc:
     """The widest vector register in bits, at which the backend runs the loops it vectorises itself
     (`presk.cost.quantities`, "Lanes"); 0 (a profile written before it was recorded): not known, and
     only the kernel's explicit vectors count."""
+    fma_chains: int = 0
+    """Independent FMA chains that keep the core's FMA units busy (latency × units); fewer running
+    sums in a loop leave them idle, which `stall` counts; 0 (a profile written before it was
+    recorded): no stall is counted."""
 
     @staticmethod
     def of(machine: Machine) -> MachineDesc:
         return MachineDesc(
-            machine.caches, machine.vector_registers, machine.cache_line, machine.workers(), machine.vector_bits
-        )
+            machine.caches, machine.vector_registers, machine.cache_line, machine.workers(), machine.vector_bits,
+            machine.fma_chains,
+        )  # fmt: skip
 
     def cache(self, level: int) -> CacheLevel | None:
         return next((cache for cache in self.caches if cache.level == level), None)
@@ -111,6 +126,7 @@ class MachineDesc:
             "line": self.line,
             "workers": self.workers,
             **({"vector_bits": self.vector_bits} if self.vector_bits else {}),
+            **({"fma_chains": self.fma_chains} if self.fma_chains else {}),
         }
 
     @staticmethod
@@ -119,10 +135,17 @@ class MachineDesc:
             CacheLevel(*(int(c[k]) for k in ("level", "size", "line", "shared_by")), int(c.get("ways", 0)))
             for c in data["caches"]
         )  # a profile written before "ways" existed: not known
-        bits = data.get("vector_bits", 0)
-        if not isinstance(bits, int) or isinstance(bits, bool) or bits < 0:
-            raise ValueError(f"machine_desc.vector_bits is the widest vector register in bits (256, 512), not {bits!r}")
-        return MachineDesc(caches, int(data["vector_registers"]), int(data["line"]), int(data["workers"]), bits)
+        bits = _count(data, "vector_bits", "the widest vector register in bits (256, 512)")
+        chains = _count(data, "fma_chains", "the independent FMA chains the core needs busy (latency × units, 8)")
+        return MachineDesc(caches, int(data["vector_registers"]), int(data["line"]), int(data["workers"]), bits, chains)
+
+
+def _count(data: dict[str, Any], name: str, what: str) -> int:
+    """An optional count of `machine_desc` (0 when absent), or a clear error naming what it is."""
+    value = data.get(name, 0)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"machine_desc.{name} is {what}, not {value!r}")
+    return value
 
 
 def _cache_json(cache: CacheLevel) -> dict[str, int]:

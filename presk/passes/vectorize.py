@@ -424,6 +424,38 @@ def _groups_vectorise(fmas: Sequence[math.FmaOp], lanes: int) -> bool:
     return True
 
 
+def _widened(value: SSAValue) -> SSAValue:
+    """The value an `arith.extf` widens (a bf16 tile's loads), else `value`."""
+    owner = value.owner
+    return owner.operands[0] if isinstance(owner, arith.ExtFOp) else value
+
+
+def tile_rows(loop: scf.ForOp) -> list[int] | None:
+    """The rows of a tile's k loop, as LLVM's SLP vectoriser sees them; None if `loop` is no tile's k loop.
+
+    A tile's k loop in scalars (one lane) updates each running sum with one
+    fma; the sums that share their operand-0 value and read operand 1 at
+    consecutive addresses (bf16's widened to f32 on the way) are a row, which
+    SLP packs into vectors across its columns. Each row gives its length; a row whose reads are not consecutive
+    gives a 1 per sum. The cost model (`presk.cost.quantities`) reads the
+    lanes and the independent chains the backend runs such a tile at from it.
+    """
+    fmas = _fma_loop(loop)
+    if fmas is None:
+        return None
+    rows: dict[SSAValue, list[math.FmaOp]] = {}
+    for fma in fmas:
+        rows.setdefault(fma.operands[0], []).append(fma)
+    lengths: list[int] = []
+    for row in rows.values():
+        loads = [_widened(fma.operands[1]).owner for fma in row]
+        if all(isinstance(op, memref.LoadOp) for op in loads) and _consecutive(loads):  # type: ignore[arg-type]
+            lengths.append(len(row))
+        else:
+            lengths.extend([1] * len(row))
+    return lengths
+
+
 @dataclass
 class VectorizeTileSums(RewritePattern):
     """The tile's m·n scalar running sums as m·n/L vectors (see the module doc)."""

@@ -65,6 +65,18 @@ class Machine:
         """Architectural vector registers: 32 zmm with AVX-512, 16 xmm/ymm otherwise on x86-64."""
         return 32 if "avx512f" in self.features else 16
 
+    @property
+    def fma_chains(self) -> int:
+        """Independent FMA chains that keep the FMA units busy: latency × units, 0 without FMA.
+
+        Every x86-64 core with FMA that presk has run on issues two FMAs a
+        cycle with a latency of four cycles (Skylake-SP and later Xeons, Zen 3
+        to Zen 5, on ymm and zmm alike): 8. The OS does not report it, so it
+        is this documented constant, which a profile's `machine_desc` may
+        override.
+        """
+        return 8 if "fma" in self.features else 0
+
     def _register_bits(self) -> tuple[int, ...]:
         if self.vector_bits >= 512:
             return (256, 512)

@@ -236,6 +236,21 @@ def _tile_ladder(machine: Machine, dtype: str, count: int) -> list[list[int]]:
     return [list(tile) for tile in unique[-count:]] if count < len(unique) else [list(t) for t in unique]
 
 
+FEW_CHAINS_SIDE = 256
+"""The square the few-chain tiles are measured at: K long enough that the out-of-order core cannot
+overlap consecutive tiles' chains (at N = 64 a tile's k loop is short enough that it does), so the
+latency shows as it does in a model's products."""
+
+
+def _few_chain_tiles(machine: Machine, dtype: str, count: int) -> list[list[int]]:
+    """The scalar tile and the ladder's tiles below its last `count`: few independent FMA chains each.
+
+    They run bound by the FMA's latency (`presk.cost.quantities`, "Stall"), which the stall prices with
+    the rate of their group; measured at one square (`FEW_CHAINS_SIDE`) only, as they are slow."""
+    ladder = _tile_ladder(machine, dtype, len(_tile_ladder(machine, dtype, 5)))
+    return [[1, 1], *ladder[: max(0, len(ladder) - count)]]
+
+
 def _split(order: str, workers: int, all_workers: int) -> Any:
     """One worker: no split. All: the outermost parallel block loop (a K-outer order's I or J)."""
     if workers == 1:
@@ -257,6 +272,15 @@ def _gemm_points(shapes: GemmShapes, machine: Machine, dtypes: Sequence[str]) ->
         widths = machine.lane_widths(dtype)
         widest = max(widths, default=1)
         micro_kernel = _tile_ladder(machine, dtype, 1)[0]
+        n = max(s for s in shapes.square if s <= FEW_CHAINS_SIDE)
+        for tile in _few_chain_tiles(machine, dtype, shapes.tiles):
+            for lanes in sorted({1, *widths}, reverse=True):
+                if tile[1] % lanes == 0:
+                    for order in ("IJ", "JI"):
+                        for workers in worker_counts:
+                            layout = {"tile": tile, "kblock": "none", "order": order, "lanes": lanes,
+                                      "split": _split(order, workers, all_workers)}  # fmt: skip
+                            yield _point("gemm", {"I": n, "K": n, "J": n}, dtype, layout)
         for i, k, j in dims:
             largest = max(i, k, j)
             for tile in _tile_ladder(machine, dtype, shapes.tiles):

@@ -53,7 +53,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Block, Region
 
 from presk.cost.kernel_cost import default_split
-from presk.cost.models import PROFILE_ERROR, Constants, predict_many
+from presk.cost.models import PROFILE_ERROR, Constants, UnmeasuredGroup, predict_many
 from presk.cost.profile import Profile, load_profile
 from presk.cost.quantities import kernel_terms
 from presk.cost.terms import KernelTerms, MachineDesc
@@ -519,7 +519,10 @@ class NestChoice:
     within: int
     """Points whose predicted time is within 1 + u of the chosen one's (the chosen one included)."""
     conditions: dict[str, int] = field(default_factory=dict)
-    """Refusals by condition (`3`, `4`, ..., `lowering`)."""
+    """Refusals by condition (`3`, `4`, ..., `lowering`, and `unmeasured`: in a group the profile lacks)."""
+    unmeasured: tuple[str, ...] = ()
+    """The groups (machine type/lanes/workers) of the points left unpriced because no calibration sample
+    was of them: the plan is the best of the others, and the report says so."""
 
 
 def legal_points(nest: Nest, machine: Machine, space: str,
@@ -769,6 +772,7 @@ def _choose(
     choices = []
     for nest, (points, conditions) in zip(nests, legal):
         priced: list[tuple[Point, float]] = []
+        unmeasured: dict[str, str] = {}  # group -> the first message of a point in it, which the profile lacks
         for point in points:
             total: float | None = 0.0
             for iso, launches in nest.shapes:
@@ -776,6 +780,9 @@ def _choose(
                 fresh = key in todo and key not in seen
                 try:
                     value = pricer.price(iso, point)
+                except UnmeasuredGroup as error:
+                    unmeasured.setdefault(error.group, f"{iso.describe()}, layout {json.dumps(point)}: {error.message}")
+                    value = error
                 except PreskError as error:
                     if error.code == PROFILE_ERROR:
                         raise PreskError(PROFILE_ERROR, f"nest \"{nest.site}\" ({iso.describe()}), layout "
@@ -786,19 +793,23 @@ def _choose(
                     progress.step(nest.site)
                 if isinstance(value, PreskError):
                     total = None
+                    condition = "unmeasured" if isinstance(value, UnmeasuredGroup) else "lowering"
+                    conditions[condition] = conditions.get(condition, 0) + 1
                     break
-                total += launches * value  # type: ignore[operator]
-            if total is None:
-                conditions["lowering"] = conditions.get("lowering", 0) + 1
-                continue
-            priced.append((point, total))
+                total += launches * value
+            if total is not None:
+                priced.append((point, total))
+        if not priced and unmeasured:
+            raise PreskError(PROFILE_ERROR, f"nest \"{nest.site}\": no point of its {space} space can be priced: "
+                             f"{next(iter(unmeasured.values()))}")  # fmt: skip
         if not priced:
             raise PreskError("E7002", f"nest \"{nest.site}\": no point of its {space} space is legal at every shape "
                              "it is launched at")  # fmt: skip
         best_point, best = min(priced, key=lambda pair: pair[1])  # min keeps the first of equals
         within = sum(1 for _, seconds in priced if seconds <= best * (1 + u))
         refused = sum(conditions.values())
-        choices.append(NestChoice(nest, best_point, best, len(priced), refused, within, dict(conditions)))
+        choices.append(NestChoice(nest, best_point, best, len(priced), refused, within, dict(conditions),
+                                  tuple(sorted(unmeasured))))  # fmt: skip
     return choices
 
 
@@ -907,4 +918,7 @@ def report(result: PlanResult) -> Iterable[str]:
         yield (f"  predicted {_time(choice.seconds / max(nest.launches, 1))} a launch, {_time(choice.seconds)} a run; "
                f"{choice.within} of {choice.priced} points within 1 + u; {choice.refused} refused"
                + (f" ({refused})" if refused else ""))  # fmt: skip
+        if choice.unmeasured:
+            yield (f"  warning: {choice.conditions['unmeasured']} points not priced: the profile measured no kernel of "
+                   f"{', '.join(choice.unmeasured)}; calibrate them to weigh those points too")  # fmt: skip
     yield f"predicted for the planned nests: {_time(total)} a run"

@@ -28,8 +28,12 @@ def runner() -> NativeRunner:
     return NativeRunner()
 
 
+def _gemm_points(points: list[Point], dtype: str) -> list[Point]:
+    return [p for p in points if p.entry == "gemm" and p.dtype == dtype]
+
+
 def _gemm_layouts(points: list[Point], dtype: str) -> list[dict]:
-    return [calibration._thaw(dict(p.layout)) for p in points if p.entry == "gemm" and p.dtype == dtype]
+    return [calibration._thaw(dict(p.layout)) for p in _gemm_points(points, dtype)]
 
 
 @pytest.mark.target
@@ -51,6 +55,10 @@ def test_a_space_holds_register_tiles_every_lane_width_and_both_worker_counts(ki
         if machine.workers() > 1:
             assert any(str(machine.workers()) in s for s in splits if s != "none")
         assert {lay["kblock"] for lay in layouts} >= {"none", 32}
+        # Tiles of one and two chains, and the scalar tile, at a K long enough to show the FMA's latency.
+        few = {(tuple(lay["tile"]), lay["lanes"]) for lay, p in zip(layouts, _gemm_points(points, dtype))
+               if dict(p.sizes)["K"] == calibration.FEW_CHAINS_SIDE}  # fmt: skip
+        assert {((1, 1), 1), ((1, widest), widest), ((1, widest), 1), ((2, widest), widest)} <= few
     assert {p.entry for p in points} == {"gemm", "chain", "exp", "rowsum", "softmax", "mask"}
     assert {p.dtype for p in points} == {"f32", "f64", "bf16"}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -48,6 +49,16 @@ def test_machine_load_term_reads_the_one_rho_not_the_groups() -> None:
     constants = layout(Form("machine", "max"), rho=0.25, **{f"rho[{GROUP}]": 1000.0})
     # loads now (0.75 + 0.25)/0.25 = 4 bind
     assert predict_many(constants, [TERMS])[0] == 0.125 + 0.5 + 4.0
+
+
+def test_the_stall_joins_the_work_of_the_layout_model_not_the_roofline() -> None:
+    # A stall of 3 W-units: work (6 + 3)/3 = 3 binds the max; with no load term (6 + 3 + 0.25)/3.
+    stalled = dataclasses.replace(TERMS, stall=3.0)
+    assert predict_many(layout(Form("group", "max")), [stalled])[0] == 0.125 + 0.5 + 3.0
+    assert predict_many(layout(Form("none", "max")), [stalled])[0] == pytest.approx(0.125 + 0.5 + 9.25 / 3, rel=1e-14)
+    # The roofline is the seed's: W/π only.
+    roofline = Constants("roofline", {"lambda": 0.125, "beta": 1000.0, "pi[f32/l8]": 3.0})
+    assert predict_many(roofline, [stalled])[0] == predict_many(roofline, [TERMS])[0] == 0.125 + 2.0
 
 
 def test_spawn_only_when_split() -> None:

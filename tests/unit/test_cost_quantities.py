@@ -137,6 +137,82 @@ def test_a_profile_without_the_register_width_sees_only_written_vectors() -> Non
     assert kernel_terms(kernel(ADD.replace("$ATTR", "{psk_kernel.parallel}")), d).lanes == 1
 
 
+# --------------------------------------------------------------------------- FMA chains: the latency stall
+
+
+def with_chains(d: MachineDesc, bits: int, chains: int = 8) -> MachineDesc:
+    return MachineDesc(d.caches, d.vector_registers, d.line, d.workers, bits, chains)
+
+
+def test_a_one_lane_tile_runs_at_the_lanes_slp_gives_its_rows() -> None:
+    # f32 [1, 8] in one lane at N = 64: one row of 8 consecutive columns, one 8-lane vector at 512 bits
+    # (8 is the largest power of two <= 8 that 16 lanes hold): one chain. Per tile and k a broadcast of
+    # A and one vector load of B (not 8), 64 tiles (i) x 8 (j) x 64 k, and the 64² scalar stores.
+    w = 2 * 64**3
+    terms = kernel_terms(gemm(64, "f32", {"tile": [1, 8], "lanes": 1}), with_chains(desc(), 512))
+    assert (terms.lanes, terms.loads) == (8, 64 * 8 * 64 * 2 + 64**2)
+    # One chain where 8 keep the units busy, and a k loop of 64 · (1 fma + 2 loads + 2) = 320 operations,
+    # more than the reorder window (256) holds, so no two tiles overlap: the fmas take 8 times as long.
+    assert terms.work == w and terms.stall == 7 * w
+    # f64 at 256 bits: a register holds 4, so the row is 2 vectors, 2 chains: 8/2 - 1 = 3 W; loads 3 per
+    # tile and k instead of 9.
+    f64 = kernel_terms(gemm(64, "f64", {"tile": [1, 8], "lanes": 1}), with_chains(desc(), 256))
+    assert (f64.lanes, f64.loads, f64.stall) == (4, 64 * 8 * 64 * 3 + 64**2, 3 * w)
+    # f32 [2, 4]: two rows of 4, each one 4-lane vector, half the narrowest register (8 f32 lanes): the
+    # group of 8 lanes at half its rate, and 2 chains: W · (2 · 8/2) costs 7 W more.
+    narrow = kernel_terms(gemm(64, "f32", {"tile": [2, 4], "lanes": 1}), with_chains(desc(), 512))
+    assert (narrow.lanes, narrow.stall) == (8, 7 * w)
+
+
+def test_written_vectors_are_a_chain_each() -> None:
+    w = 2 * 64**3
+    # [4, 16] in 16 f32 lanes at N = 64: 4 vector running sums, half of the 8 chains: a stall of 1 W.
+    four = kernel_terms(gemm(64, "f32", {"tile": [4, 16], "lanes": 16}), with_chains(desc(), 512))
+    assert (four.lanes, four.work, four.stall) == (16, w, w)
+    # [8, 32]: 16 vectors, as many chains as the units need and more: no stall.
+    wide = kernel_terms(gemm(64, "f32", {"tile": [8, 32], "lanes": 16}), with_chains(desc(), 512))
+    assert wide.stall == 0
+    # The scalar [1, 1] tile is one scalar chain whatever the width: 7 W.
+    scalar = kernel_terms(gemm(64, "f64", SCALAR_GEMM), with_chains(desc(), 512))
+    assert (scalar.lanes, scalar.stall) == (1, 7 * w)
+
+
+def test_a_short_k_loop_overlaps_the_next_tiles_chains() -> None:
+    # [1, 8] at N = 8: a k loop of 8 · (1 fma + 2 loads + 2) = 40 operations; the reorder window holds
+    # 256 / 40 = 6.4 of them, so 6.4 chains run at once: a stall of W · (8 / 6.4 - 1) = W / 4.
+    terms = kernel_terms(gemm(8, "f32", {"tile": [1, 8], "lanes": 1}), with_chains(desc(), 512))
+    assert (terms.work, terms.stall) == (1024, 256)
+
+
+def test_no_stall_without_the_chains_and_no_slp_without_the_width() -> None:
+    tile = gemm(8, "f32", {"tile": [1, 8], "lanes": 1})
+    # fma_chains 0, a profile written before it: the tile as its samples were priced, one lane, no stall.
+    before = kernel_terms(tile, with_vectors(desc(), 512))
+    assert (before.lanes, before.stall, before.loads) == (1, 0, 8 * 8 * 9 + 64)
+    # Without the register's width the tile stays in one lane: 8 scalar chains, no stall, 9 loads per k.
+    unknown = kernel_terms(tile, with_chains(desc(), 0))
+    assert (unknown.lanes, unknown.stall, unknown.loads) == (1, 0, 8 * 8 * 9 + 64)
+    # An elementwise loop has no running sums: no chains, no stall.
+    assert kernel_terms(kernel(ADD.replace("$ATTR", "{psk_kernel.parallel}")), with_chains(desc(), 512)).stall == 0
+
+
+def test_fma_chains_round_trip_and_refusal() -> None:
+    d = with_chains(desc(), 512)
+    assert MachineDesc.from_json(d.to_json()) == d and d.to_json()["fma_chains"] == 8
+    assert "fma_chains" not in with_vectors(desc(), 512).to_json()
+    bad = {**d.to_json(), "fma_chains": -1}
+    with pytest.raises(ValueError, match="machine_desc.fma_chains is the independent FMA chains"):
+        MachineDesc.from_json(bad)
+
+
+def test_terms_without_a_stall_read_back_as_zero() -> None:
+    terms = kernel_terms(gemm(8, "f32", {"tile": [1, 8], "lanes": 1}), with_chains(desc(), 512))
+    data = terms.to_json()
+    assert data["stall"] == terms.stall == 256 and KernelTerms.from_json(data) == terms
+    del data["stall"]
+    assert KernelTerms.from_json(data).stall == 0
+
+
 def test_overhead_rule_adds_one_operation_per_iteration() -> None:
     terms = kernel_terms(kernel(ADD.replace("$ATTR", "{psk_kernel.parallel}")), desc(), rules=frozenset({"overhead"}))
     # 15 adds + the outer loop's 3 iterations + the inner loop's 3·5 = 15: 33.

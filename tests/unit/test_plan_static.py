@@ -266,9 +266,17 @@ def test_errors_are_diagnostics_with_exit_codes(tmp_path: Path, capsys: pytest.C
     corrupt.write_text("{not json")
     code, _, err = run_cli(["plan", *base, "--entry", "gemm", "--profile", str(corrupt)], capsys)
     assert code == 1 and "E8001" in err and "Traceback" not in err
+    # A group the profile never measured: its points are not priced, the plan is the best of the others,
+    # and the report says which group was left out. With no group of the nest's type at all: E8001.
     lacking = write_profile(tmp_path / "lacking.json", load_dominated(skip="f32/l1/p1"))
-    code, _, err = run_cli(["plan", *base, "--entry", "gemm", "--profile", str(lacking)], capsys)
-    assert code == 1 and "E8001" in err and 'nest "gemm/%0"' in err and "f32/l1/p1" in err
+    code, out, err = run_cli(["plan", *base, "--entry", "gemm", "--profile", str(lacking)], capsys)
+    assert code == 0, err
+    assert "points not priced: the profile measured no kernel of f32/l1/p1" in out + err
+    chosen = json.loads((tmp_path / "plan.json").read_text())["layout"]["gemm/%0"]
+    assert chosen.get("tile") != [1, 1]  # the one tile that stays scalar, in the group left out
+    other_type = write_profile(tmp_path / "f64.json", load_dominated(("f64",)))
+    code, _, err = run_cli(["plan", *base, "--entry", "gemm", "--profile", str(other_type)], capsys)
+    assert code == 1 and "E8001" in err and 'nest "gemm/%0"' in err and "no point of its quick space can be priced" in err
     elsewhere = write_profile(tmp_path / "elsewhere.json", load_dominated(), "x86_64-unknown-linux-gnu|othercpu|avx2|")
     code, out, err = run_cli(["plan", *base, "--entry", "gemm", "--profile", str(elsewhere)], capsys)
     assert code == 0 and "warning" in err and "another machine" in err and "othercpu" in err
