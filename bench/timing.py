@@ -85,7 +85,20 @@ def side_by_side(
 
 
 def torch_or_none(threads: int) -> Any:
-    """torch told to use `threads` threads, or None when the optional `bench` extra is not installed."""
+    """torch told to use `threads` threads, or None when the optional `bench` extra is not installed.
+
+    torch.compile's kernel cache is kept apart per `ATEN_CPU_CAPABILITY` (the AVX2 runs of
+    docs/performance.md set it): torch 2.13 reuses a kernel compiled under another capability, and
+    the course GPT's loss under AVX2 came out NaN from the AVX-512 run's cache (Xeon, 2026-12-02).
+    """
+    capability = os.environ.get("ATEN_CPU_CAPABILITY")
+    if capability and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        import getpass
+        import tempfile
+
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+            tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}_{capability}"
+        )
     try:
         import torch
     except ImportError:  # pragma: no cover

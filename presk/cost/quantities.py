@@ -52,6 +52,9 @@ The choices the specification leaves open, as made here:
   that the backend vectorises although PSK-Kernel writes it in scalars
   (`backend_lanes`: LLVM's loop vectoriser, the translator's running sums
   and maxima), once per L executions, L its lanes: the kernel as it runs.
+  A written vector wider than the description's register (the transposed
+  pack's 16 f32 lanes on 256 bits) is as many accesses as the registers it
+  fills, and its lanes count as the register's.
 * **Index expressions.** Affine in the loop counters through `addi`,
   `subi`, `muli` by a constant, integer casts and clamps against a constant;
   anything else is opaque and taken conservatively (`presk.cost.footprints`).
@@ -297,11 +300,20 @@ class _Walk:
             loop.enclosing = (*parent.enclosing, loop.id)
         return loop
 
+    def _registers(self, t: Attribute) -> tuple[int, int]:
+        """A value's lanes as the machine runs them, and the registers it takes: a written vector wider than
+        the register (the transposed pack's 16 f32 lanes on 256 bits) runs as several of them."""
+        lanes = _lanes(t)
+        if lanes == 1 or not self.vector_bits:
+            return lanes, 1
+        held = max(1, self.vector_bits // (8 * _element_bytes(t.element_type)))  # type: ignore[attr-defined]
+        return min(lanes, held), -(-lanes // held)
+
     def _block(self, block: Block, loop: _Loop) -> None:
         for op in block.ops:
             for result in op.results:
                 if isinstance(result.type, VectorType):
-                    self.lanes = max(self.lanes, _lanes(result.type))
+                    self.lanes = max(self.lanes, self._registers(result.type)[0])
             if isinstance(op, scf.ForOp):
                 self._for(op, loop)
                 continue
@@ -380,7 +392,7 @@ class _Walk:
     def _access(
         self, op: Operation, loop: _Loop, base: SSAValue, indices: Iterable[SSAValue], value: Attribute
     ) -> None:
-        loop.loads += 1
+        loop.loads += self._registers(value)[1]
         buffer = self.arg_index.get(base)
         if buffer is None:  # a buffer the kernel does not take (none in PSK-Kernel): no traffic known
             return

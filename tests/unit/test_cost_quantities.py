@@ -166,14 +166,16 @@ def test_a_one_lane_tile_runs_at_the_lanes_slp_gives_its_rows() -> None:
 
 def test_written_vectors_are_a_chain_each() -> None:
     w = 2 * 64**3
-    # [4, 16] in 16 f32 lanes at N = 64: 4 vector running sums, half of the 8 chains: a stall of 1 W.
-    four = kernel_terms(gemm(64, "f32", {"tile": [4, 16], "lanes": 16}), with_chains(desc(), 512))
-    assert (four.lanes, four.work, four.stall) == (16, w, w)
-    # [8, 32]: 16 vectors, as many chains as the units need and more: no stall.
-    wide = kernel_terms(gemm(64, "f32", {"tile": [8, 32], "lanes": 16}), with_chains(desc(), 512))
+    lanes = target_machine().register_width("f32")  # 16 on AVX-512, 8 on AVX2
+    bits = 32 * lanes
+    # [4, L] in L f32 lanes at N = 64: 4 vector running sums, half of the 8 chains: a stall of 1 W.
+    four = kernel_terms(gemm(64, "f32", {"tile": [4, lanes], "lanes": lanes}), with_chains(desc(), bits))
+    assert (four.lanes, four.work, four.stall) == (lanes, w, w)
+    # [4, 2L]: 8 vectors, as many chains as the units need: no stall.
+    wide = kernel_terms(gemm(64, "f32", {"tile": [4, 2 * lanes], "lanes": lanes}), with_chains(desc(), bits))
     assert wide.stall == 0
     # The scalar [1, 1] tile is one scalar chain whatever the width: 7 W.
-    scalar = kernel_terms(gemm(64, "f64", SCALAR_GEMM), with_chains(desc(), 512))
+    scalar = kernel_terms(gemm(64, "f64", SCALAR_GEMM), with_chains(desc(), bits))
     assert (scalar.lanes, scalar.stall) == (1, 7 * w)
 
 
@@ -194,6 +196,16 @@ def test_no_stall_without_the_chains_and_no_slp_without_the_width() -> None:
     assert (unknown.lanes, unknown.stall, unknown.loads) == (1, 0, 8 * 8 * 9 + 64)
     # An elementwise loop has no running sums: no chains, no stall.
     assert kernel_terms(kernel(ADD.replace("$ATTR", "{psk_kernel.parallel}")), with_chains(desc(), 512)).stall == 0
+
+
+def test_a_vector_wider_than_the_register_runs_as_several() -> None:
+    # VECTOR_OPS writes vector<8xf32> (256 bits). On 128-bit registers each is two of 4 lanes: the kernel's
+    # lanes are 4 and each vector access counts twice (1 + 4·2·2 loads); on 256 bits, as written (1 + 4·2).
+    wide = kernel_terms(kernel(VECTOR_OPS), with_vectors(desc(), 256))
+    narrow = kernel_terms(kernel(VECTOR_OPS), with_vectors(desc(), 128))
+    assert (wide.lanes, wide.loads) == (8, 1 + 4 * 2)
+    assert (narrow.lanes, narrow.loads) == (4, 1 + 4 * 2 * 2)
+    assert narrow.work == wide.work == 4 * 24
 
 
 def test_fma_chains_round_trip_and_refusal() -> None:
