@@ -114,6 +114,9 @@ The choices the specification leaves open, as made here:
   of the units' rate: its work W_loop adds W_loop · (fma_chains / c − 1),
   c counted once per execution of the loop that the reorder window
   (`REORDER_WINDOW`) overlaps, so a short k loop stalls less (`_stall`).
+  A loop that adds fmas to memory in place (the row-wise product's j loop,
+  `_accumulates_in_memory`) has a chain per vector, carried by the loop
+  around it, each step twice the fma's latency (`MEMORY_CHAIN`).
   0 when the description has no `fma_chains` (a profile written before it).
 * **Lanes, dtype.** The widest vector of the kernel, as written or as the
   backend vectorises its innermost loops (`backend_lanes` and SLP's tile
@@ -260,6 +263,10 @@ class _Loop:
     chains: int = 0
     """Independent FMA chains of an innermost loop whose every running value is an fma's sum, as the
     backend runs it (`_Walk._fma_chains`); 0: not such a loop."""
+    through_memory: bool = False
+    """Its chains run through memory: each element's fma adds to what the previous iteration of the
+    enclosing loop stored there (a row-wise product), so each step also waits for a store to reach the
+    next load."""
     narrow: float = 1.0
     """How many times slower than the group's narrowest register SLP's vectors run this loop's fmas
     (4 f32 lanes in a group of 8: 2); 1 otherwise."""
@@ -351,6 +358,9 @@ class _Walk:
                 inner.vector_lanes = backend_lanes(op, inner, self.vector_bits)
                 self.lanes = max(self.lanes, inner.vector_lanes)
             inner.chains = self._fma_chains(op, inner)
+            if not inner.chains and self.fma_chains and parent.op is not None and _accumulates_in_memory(op):
+                inner.chains = -(-inner.trip // inner.vector_lanes)
+                inner.through_memory = True
 
     def _fma_chains(self, op: scf.ForOp, loop: _Loop) -> int:
         """The independent FMA chains of an innermost loop whose every float running value is an fma's sum.
@@ -460,6 +470,22 @@ def _fma_recurrences(op: scf.ForOp) -> int:
         if not isinstance(owner, Operation) or owner.name not in _FMA or owner.operands[2] is not arg:
             return 0
     return len(carried)
+
+
+def _accumulates_in_memory(op: scf.ForOp) -> bool:
+    """Whether a loop adds to memory in place: it stores an fma whose addend it loaded from the same buffer at
+    the same indices (the row-wise product's `out[i, j] = fma(x[i, k], w[k, j], out[i, j])`)."""
+    for inner in op.body.block.ops:
+        if inner.name != "memref.store":
+            continue
+        fma = inner.operands[0].owner
+        if not isinstance(fma, Operation) or fma.name != "math.fma":
+            continue
+        load = fma.operands[2].owner
+        if (isinstance(load, Operation) and load.name == "memref.load"
+                and list(load.operands) == list(inner.operands[1:])):  # fmt: skip
+            return True
+    return False
 
 
 def backend_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:
@@ -575,6 +601,10 @@ def _spill(walk: _Walk, runs: list[int], registers: int) -> float:
     return 2.0 * max(0, live - registers) * most
 
 
+MEMORY_CHAIN = 2
+"""How many FMA latencies one step of a chain through memory takes: the fma, then the store that the
+next load forwards (four to five cycles on the cores presk targets, about an fma's latency)."""
+
 REORDER_WINDOW = 256
 """Operations the core keeps in flight, which overlap consecutive executions of a short loop: the
 smallest reorder buffer of the x86-64 cores presk targets (Zen 3; Zen 4 320, Zen 5 448, Golden Cove
@@ -596,10 +626,13 @@ def _stall(walk: _Walk, runs: list[int], needed: int) -> float:
     for loop in walk.loops:
         if not loop.chains:
             continue
-        operations = loop.trip * (loop.chains + loop.loads + 2)
-        chains = loop.chains * max(1.0, REORDER_WINDOW / operations)
-        if chains < needed or loop.narrow > 1.0:
-            stall += loop.work * runs[loop.id] * (loop.narrow * max(1.0, needed / chains) - 1.0)
+        if loop.through_memory:  # the chain is carried by the enclosing loop: no two executions overlap
+            chains, step = float(loop.chains), MEMORY_CHAIN * needed
+        else:
+            operations = loop.trip * (loop.chains + loop.loads + 2)
+            chains, step = loop.chains * max(1.0, REORDER_WINDOW / operations), needed
+        if chains < step or loop.narrow > 1.0:
+            stall += loop.work * runs[loop.id] * (loop.narrow * max(1.0, step / chains) - 1.0)
     return stall
 
 

@@ -186,6 +186,18 @@ def test_a_short_k_loop_overlaps_the_next_tiles_chains() -> None:
     assert (terms.work, terms.stall) == (1024, 256)
 
 
+def test_a_row_wise_product_chains_through_memory() -> None:
+    # The row-wise form adds each k's terms to out[i, j] in memory: per k, the j loop (64 elements, 4 vectors
+    # of 16 at 512 bits) loads each element the previous k stored. 4 chains, each step an fma and a
+    # forwarded store (twice the fma's latency): they need 2 · 8 = 16 chains, so the fmas take 4 times as
+    # long: a stall of 3 W.
+    w = 2 * 64**3
+    terms = kernel_terms(gemm(64, "f32", {"form": "row-wise"}), with_chains(desc(), 512))
+    assert (terms.work, terms.lanes, terms.stall) == (w, 16, 3 * w)
+    # A profile without fma_chains: no chain, no stall.
+    assert kernel_terms(gemm(64, "f32", {"form": "row-wise"}), with_vectors(desc(), 512)).stall == 0
+
+
 def test_no_stall_without_the_chains_and_no_slp_without_the_width() -> None:
     tile = gemm(8, "f32", {"tile": [1, 8], "lanes": 1})
     # fma_chains 0, a profile written before it: the tile as its samples were priced, one lane, no stall.
