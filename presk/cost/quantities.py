@@ -115,8 +115,9 @@ The choices the specification leaves open, as made here:
   c counted once per execution of the loop that the reorder window
   (`REORDER_WINDOW`) overlaps, so a short k loop stalls less (`_stall`).
   A loop that adds fmas to memory in place (the row-wise product's j loop,
-  `_accumulates_in_memory`) has a chain per vector, carried by the loop
-  around it, each step twice the fma's latency (`MEMORY_CHAIN`).
+  `_in_place_fma`) at addresses the loop around it comes back to has a
+  chain per vector, carried by that loop, each step twice the fma's
+  latency (`MEMORY_CHAIN`).
   0 when the description has no `fma_chains` (a profile written before it).
 * **Lanes, dtype.** The widest vector of the kernel, as written or as the
   backend vectorises its innermost loops (`backend_lanes` and SLP's tile
@@ -358,7 +359,9 @@ class _Walk:
                 inner.vector_lanes = backend_lanes(op, inner, self.vector_bits)
                 self.lanes = max(self.lanes, inner.vector_lanes)
             inner.chains = self._fma_chains(op, inner)
-            if not inner.chains and self.fma_chains and parent.op is not None and _accumulates_in_memory(op):
+            store = _in_place_fma(op) if not inner.chains and self.fma_chains and parent.op is not None else None
+            if store is not None and not any(parent.id in self._index(v).loops() for v in store.operands[2:]):
+                # The loop around it comes back to the same elements: a chain per vector, through memory.
                 inner.chains = -(-inner.trip // inner.vector_lanes)
                 inner.through_memory = True
 
@@ -472,9 +475,9 @@ def _fma_recurrences(op: scf.ForOp) -> int:
     return len(carried)
 
 
-def _accumulates_in_memory(op: scf.ForOp) -> bool:
-    """Whether a loop adds to memory in place: it stores an fma whose addend it loaded from the same buffer at
-    the same indices (the row-wise product's `out[i, j] = fma(x[i, k], w[k, j], out[i, j])`)."""
+def _in_place_fma(op: scf.ForOp) -> Operation | None:
+    """The store by which a loop adds to memory in place, if it has one: an fma whose addend was loaded from
+    the same buffer at the same indices (the row-wise product's `out[i, j] = fma(x[i, k], w[k, j], out[i, j])`)."""
     for inner in op.body.block.ops:
         if inner.name != "memref.store":
             continue
@@ -484,8 +487,8 @@ def _accumulates_in_memory(op: scf.ForOp) -> bool:
         load = fma.operands[2].owner
         if (isinstance(load, Operation) and load.name == "memref.load"
                 and list(load.operands) == list(inner.operands[1:])):  # fmt: skip
-            return True
-    return False
+            return inner
+    return None
 
 
 def backend_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:

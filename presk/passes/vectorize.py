@@ -436,9 +436,10 @@ def tile_rows(loop: scf.ForOp) -> list[int] | None:
     A tile's k loop in scalars (one lane) updates each running sum with one
     fma; the sums that share their operand-0 value and read operand 1 at
     consecutive addresses (bf16's widened to f32 on the way) are a row, which
-    SLP packs into vectors across its columns. Each row gives its length; a row whose reads are not consecutive
-    gives a 1 per sum. The cost model (`presk.cost.quantities`) reads the
-    lanes and the independent chains the backend runs such a tile at from it.
+    SLP packs into vectors across its columns. Each row gives its length; a
+    row whose reads are not consecutive gives a 1 per sum. The cost model
+    (`presk.cost.quantities`) reads from it the lanes and the independent
+    chains the backend runs such a tile at.
     """
     fmas = _fma_loop(loop)
     if fmas is None:

@@ -247,7 +247,7 @@ def _few_chain_tiles(machine: Machine, dtype: str, count: int) -> list[list[int]
 
     They run bound by the FMA's latency (`presk.cost.quantities`, "Stall"), which the stall prices with
     the rate of their group; measured at one square (`FEW_CHAINS_SIDE`) only, as they are slow."""
-    ladder = _tile_ladder(machine, dtype, len(_tile_ladder(machine, dtype, 5)))
+    ladder = _tile_ladder(machine, dtype, 5)  # the whole ladder
     return [[1, 1], *ladder[: max(0, len(ladder) - count)]]
 
 

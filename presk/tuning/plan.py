@@ -796,7 +796,7 @@ def _choose(
                     condition = "unmeasured" if isinstance(value, UnmeasuredGroup) else "lowering"
                     conditions[condition] = conditions.get(condition, 0) + 1
                     break
-                total += launches * value
+                total += launches * value  # type: ignore[operator]
             if total is not None:
                 priced.append((point, total))
         if not priced and unmeasured:
