@@ -240,16 +240,16 @@ def _rate(constants: Constants, name: str) -> float:
         group = name[name.index("[") + 1 : -1]
         what = "machine type and lane width" if constants.kind == ROOFLINE else "group (machine type/lanes/workers)"
         measured = sorted({n[n.index("[") + 1 : -1] for n in constants.values if n.startswith(name[: name.index("[")] + "[")})
-        error = UnmeasuredGroup(
+        raise UnmeasuredGroup(
             PROFILE_ERROR,
             f"the {constants.kind} model has no constants for {what} '{group}': no calibration sample was of it "
             f"(measured: {', '.join(measured) or 'none'}); calibrate kernels of that group",
+            group=group,
         )
-        error.group = group
-        raise error
     return float("inf")
 
 
+@dataclass(eq=False)
 class UnmeasuredGroup(PreskError):
     """E8001 for a kernel whose group (`group`) no calibration sample was of: its rates are not known.
 
