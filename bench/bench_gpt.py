@@ -60,14 +60,8 @@ from timing import positive_int, run_per_thread_count
 PROGRAM = ROOT / "corpus" / "nlp" / "gpt.mlir"
 ENTRY = "loss"
 GRAD_ENTRY = "loss_grad"
-GRAD_FUNCTION = """
-func.func @loss_grad(%params: !GPT {psk_core.init = "gpt2"}, %ids: !Ids, %targets: !Ids) -> !psk_core.tuple<!R, !GPT> {
-  %0 = psk_core.value_and_grad @loss(%params, %ids, %targets) wrt [0] : !psk_core.tuple<!R, !GPT>
-  func.return %0 : !psk_core.tuple<!R, !GPT>
-}
-"""
-"""`--grad` and `--step`: the loss and its gradient wrt every parameter (`psk_core.value_and_grad`), added to
-the program, its parameters from GPT-2's initialisation (`psk_core.init = "gpt2"`)."""
+"""`--grad`: the file's loss and its gradient wrt every parameter (`psk_core.value_and_grad`), its parameters
+from GPT-2's initialisation (`psk_core.init = "gpt2"`)."""
 COURSE_CONSTS = {"D": 384, "H": 6, "L": 6, "C": 256}
 COURSE_DIMS = {"B": 8, "T": 256}
 QUICK_CONSTS = {"D": 64, "H": 2, "L": 2, "C": 64}
@@ -298,7 +292,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
         _fail("torch is not installed: nothing to compare against")
     torch.manual_seed(0)
 
-    text = PROGRAM.read_text() + (GRAD_FUNCTION if args.grad or args.step else "")
+    text = PROGRAM.read_text()
     parsed = parse_module(presk_context(), text, str(PROGRAM))
     parsed.verify()
     module = parsed.module

@@ -43,8 +43,13 @@ def apply_layouts(kernels: ModuleOp, machine: Machine | None = None) -> None:
     VectorizeContractions(machine=machine).apply(ctx, kernels)
 
 
-def realize(module: ModuleOp, env: dict[str, int], plan: Plan, fuse: bool = True) -> ModuleOp:
-    """A realized copy of `module` at the sizes of `env` (every constant and dimension)."""
+def realize(
+    module: ModuleOp, env: dict[str, int], plan: Plan, fuse: bool = True, entry: str | None = None
+) -> ModuleOp:
+    """A realized copy of `module` at the sizes of `env` (every constant and dimension).
+
+    With `entry`, only the gradients it reaches are generated.
+    """
     realized = module.clone()
     ctx = presk_context()
     constants = sizes.declared_constants(module)
@@ -52,7 +57,7 @@ def realize(module: ModuleOp, env: dict[str, int], plan: Plan, fuse: bool = True
     consts = ",".join(f"{k}={v}" for k, v in env.items() if k in constants)
     BindSizes(dims=dims, consts=consts).apply(ctx, realized)
     # Derivatives after binding (a fold's gradient runs its layers one by one), before fusion groups them.
-    AutoDiff().apply(ctx, realized)
+    AutoDiff(entries=entry or "").apply(ctx, realized)
     FuseElementwise(max_nodes=64 if fuse else 1).apply(ctx, realized)
     apply_plan(realized, plan)
     # The second check: every layout at its launch shapes, before any kernel exists.
@@ -67,7 +72,7 @@ def lower(
 
     `fuse_launches` (default: as `fuse`) runs `psk-fuse-launches` on the kernels.
     """
-    kernels = realize(module, env, plan, fuse)
+    kernels = realize(module, env, plan, fuse, entry)
     ctx = presk_context()
     LowerToKernel(entry=entry).apply(ctx, kernels)
     apply_layouts(kernels)

@@ -3,6 +3,7 @@
 // its cross-entropy loss; and one AdamW step over the whole parameter tree.
 //
 //   GPT.apply(params, ids) -> logits     loss(params, ids, targets) -> real
+//   loss_grad(params, ids, targets) -> (loss, d loss / d params)
 //   adamw.step(params, grads, m, v, b1t, b2t, lr) -> (params', m', v')
 //
 // The blocks' parameters are stacked: every leaf of params.blocks has a
@@ -83,6 +84,14 @@ func.func @loss(%params: !GPT, %ids: !Ids, %targets: !Ids) -> !R {
   %0 = func.call @GPT.apply(%params, %ids) : (!GPT, !Ids) -> !Logits
   %1 = psk_core.cross_entropy %0, %targets [vocab] : !R
   func.return %1 : !R
+}
+
+// The loss and its gradient with respect to every parameter, from GPT-2's
+// initialisation when inputs are generated. psk-autodiff expands it only for
+// a command on this entry (or on the whole file).
+func.func @loss_grad(%params: !GPT {psk_core.init = "gpt2"}, %ids: !Ids, %targets: !Ids) -> !psk_core.tuple<!R, !GPT> {
+  %0 = psk_core.value_and_grad @loss(%params, %ids, %targets) wrt [0] : !psk_core.tuple<!R, !GPT>
+  func.return %0 : !psk_core.tuple<!R, !GPT>
 }
 
 // Pre-norm: h + attn(LN1(h)), then h + MLP(LN2(h)).

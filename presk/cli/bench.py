@@ -33,6 +33,7 @@ from presk.cli.program import (
     add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
+    entries_of,
     load_program,
     pipeline_of,
     plan_of,
@@ -90,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
         open_profile(args.calibrate, target_machine(), args.rules)
     source = read_input(args.file)
     try:
-        program = load_program(source, args.dim, args.const, passes, opt=args.opt)
+        program = load_program(source, args.dim, args.const, passes, opt=args.opt, entries=entries_of(args))
     except PreskError as error:
         raise error.located(source.name) from None
     runner = make_runner(args.backend, args.threads)

@@ -36,6 +36,7 @@ from presk.cli.program import (
     add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
+    entries_of,
     load_program,
     pipeline_of,
     plan_of,
@@ -66,7 +67,8 @@ def add_parser(subparsers: Any) -> None:
     )
     add_size_arguments(p)
     add_realize_arguments(p)
-    p.add_argument("--entry", help="the entry whose kernels --stage kernel and --stage llvm print")
+    p.add_argument("--entry", help="the entry whose kernels --stage kernel and --stage llvm print; at the other "
+                   "stages the whole file is printed, with only the gradients this entry reaches expanded")
     p.add_argument("--no-fuse", action="store_true", help="launch every primitive by itself (psk-fuse{max-nodes=1})")
     p.set_defaults(handler=main)
 
@@ -92,7 +94,8 @@ def main(args: argparse.Namespace) -> int:
 
 def _dump(args: argparse.Namespace, stage: str, plan: Any, source: Source, passes: tuple[ModulePass, ...]) -> int:
     core_opt = stage == "core-opt"  # the program rewritten, and the report of every function on stderr
-    program = load_program(source, args.dim, args.const, passes, opt=args.opt or core_opt, opt_report=core_opt)
+    program = load_program(source, args.dim, args.const, passes, opt=args.opt or core_opt, opt_report=core_opt,
+                           entries=entries_of(args))
     module, aliases = program.parsed.module, program.parsed.aliases
     if stage in ("kernel", "llvm"):
         kernels = compile_entry(program, args.entry, plan or plan_of("f64", None), fuse=not args.no_fuse)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
+from xdsl.dialects.func import FuncOp
 from xdsl.passes import ModulePass
 
 from presk import sizes
@@ -35,6 +36,7 @@ from presk.cli.source import Source, read_input
 from presk.diagnostics import PreskError
 from presk.dialects.psk_core import ConstDimOp, FoldOp
 from presk.dialects.psk_core_autodiff import GradientRequestOp
+from presk.ir.calls import reachable_functions
 from presk.ir.context import presk_context
 from presk.ir.parse import ParsedModule, parse_module
 from presk.universe import load_multiverse
@@ -79,9 +81,17 @@ def program_of(args: argparse.Namespace) -> Program:
     passes = pipeline_of(args)
     source = read_input(args.file)
     try:
-        return load_program(source, args.dim, args.const, passes, opt=args.opt)
+        return load_program(source, args.dim, args.const, passes, opt=args.opt, entries=entries_of(args))
     except PreskError as error:
         raise error.located(source.name) from None
+
+
+def entries_of(args: argparse.Namespace) -> list[str] | None:
+    """The functions a command works on (`--entry`, once or repeated), or None for the whole file."""
+    entry = getattr(args, "entry", None)
+    if not entry:
+        return None
+    return [entry] if isinstance(entry, str) else list(entry)
 
 
 def pipeline_of(args: argparse.Namespace) -> tuple[ModulePass, ...]:
@@ -107,6 +117,7 @@ def load_program(
     remat: str = "save",
     opt: bool = False,
     opt_report: bool = False,
+    entries: Sequence[str] | None = None,
 ) -> Program:
     """Parse and verify `source` (a path, or what `read_input` read), run `passes`, resolve the sizes, differentiate.
 
@@ -117,6 +128,9 @@ def load_program(
     (`psk-egraph-opt` at its default limits), gradients included, and
     writes the report's summary line on stderr (with `opt_report`, a line
     per function before it: `presk dump --stage core-opt`).
+    `entries` (read after `extend` ran, so it may name what `extend` adds)
+    limits differentiation to the gradients those functions reach; None
+    (a command on the whole file) differentiates every request.
     A pass's error placed in the program carries its source line.
     """
     if isinstance(source, str):
@@ -132,11 +146,16 @@ def load_program(
     env = sizes.resolve(
         parsed.module, sizes.parse_bindings(consts, "--const"), sizes.parse_bindings(dims, "--dim")
     )
-    if any(isinstance(op, GradientRequestOp) for op in parsed.module.walk()):
-        if any(isinstance(op, FoldOp) for op in parsed.module.walk()):
+    module = parsed.module
+    reached = None if entries is None else reachable_functions(module, entries)
+    functions = [
+        f for f in module.body.block.ops if isinstance(f, FuncOp) and (reached is None or f.sym_name.data in reached)
+    ]
+    if any(isinstance(op, GradientRequestOp) for f in functions for op in f.walk()):
+        if any(isinstance(op, FoldOp) for op in module.walk()):
             # A fold's gradient runs its layers one by one: the layer count must be an integer.
             _bind_keeping_declarations(ctx, parsed, env)
-        _run_located(ctx, AutoDiff(remat=remat), parsed)
+        _run_located(ctx, AutoDiff(remat=remat, entries=",".join(sorted(reached or ()))), parsed)
     reports = optimize_module(parsed.module) if opt else []
     if opt:
         lines = format_reports(reports).splitlines()

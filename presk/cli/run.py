@@ -24,6 +24,7 @@ from presk.cli.program import (
     add_auto_plan_arguments,
     add_realize_arguments,
     add_size_arguments,
+    entries_of,
     load_program,
     pipeline_of,
     plan_of,
@@ -84,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, plan: Plan | None, source: Source, passes: tuple[ModulePass, ...]) -> int:
     if args.bits is not None and not 8 <= args.bits <= 100_000:
         raise PreskError("E4001", f"--bits {args.bits}: choose a precision between 8 and 100000 bits")
-    program = load_program(source, args.dim, args.const, passes, opt=args.opt)
+    program = load_program(source, args.dim, args.const, passes, opt=args.opt, entries=entries_of(args))
     module, env = program.parsed.module, program.env
     func = find_entry(module, args.entry)
     if args.inputs:

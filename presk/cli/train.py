@@ -420,7 +420,8 @@ def _train(
 
     start = time.perf_counter()
     try:
-        program = load_program(source, args.dim, args.const, passes, extend=extend, remat=args.remat, opt=args.opt)
+        program = load_program(source, args.dim, args.const, passes, extend=extend, remat=args.remat, opt=args.opt,
+                               entries=names)
         entry = names[0]
         ids_type = check_loss(program.parsed.module, args.loss).data[0]
         assert isinstance(ids_type, IndexTensorType)

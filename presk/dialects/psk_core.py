@@ -332,6 +332,55 @@ class WhereOp(PSKCoreOp):
         print_tail(printer, self)
 
 
+COMPARISONS: dict[str, str] = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+"""The predicates of `compare`, IEEE's: every one but `ne` is false where an operand is NaN."""
+
+
+@irdl_op_definition
+class CompareOp(PSKCoreOp):
+    """`compare gt %a, %b`: 1 where the predicate holds of a and b, else 0; a mask for `where`.
+
+    Both operands are tensors of one type: `broadcast_like` widens one
+    first. It gives the derivatives of `max` and `reduce_max` their
+    routes, and it has none of its own (an index tensor carries no
+    cotangent).
+    """
+
+    name = "psk_core.compare"
+    predicate = prop_def(StringAttr)
+    lhs = operand_def()
+    rhs = operand_def()
+    result = result_def(IndexTensorType)
+    traits = traits_def(Pure())
+
+    def __init__(self, predicate: str, lhs: SSAValue, rhs: SSAValue, result_type: Attribute | None = None) -> None:
+        super().__init__(
+            operands=[lhs, rhs],
+            properties={"predicate": StringAttr(predicate)},
+            result_types=[result_type or rules.compare(lhs.type, rhs.type)],
+        )
+
+    def expected_type(self) -> Attribute:
+        if self.predicate.data not in COMPARISONS:
+            raise VerifyException(f"'compare' predicate '{self.predicate.data}' is none of {', '.join(COMPARISONS)}")
+        return rules.compare(self.lhs.type, self.rhs.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CompareOp:
+        pos = parser.pos
+        predicate = parser.parse_identifier(" (a predicate: " + ", ".join(COMPARISONS) + ")")
+        if predicate not in COMPARISONS:
+            parser.raise_error(f"'compare' predicate '{predicate}' is none of {', '.join(COMPARISONS)}", pos, parser.pos)
+        a, b = _parse_n_values(parser, 2, "compare")
+        attrs, t = parse_tail(parser)
+        return with_attributes(cls(predicate, a, b, t), attrs)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.predicate.data} ")
+        print_values(printer, [self.lhs, self.rhs])
+        print_tail(printer, self)
+
+
 def _parse_n_values(parser: Parser, n: int, op: str) -> list[SSAValue]:
     pos = parser.pos
     values = parse_values(parser)
@@ -1299,7 +1348,7 @@ PSKCore = Dialect(
         *ELEMENTWISE_OPS,
         SumOp, MeanOp, ReduceMaxOp,
         DotOp, EinOp, SoftmaxOp, CrossEntropyOp, GatherOp,
-        BroadcastLikeOp, SumToOp, ZerosLikeOp, SplitOp, MergeOp, ArangeOp, CausalMaskOp,
+        BroadcastLikeOp, SumToOp, ZerosLikeOp, SplitOp, MergeOp, ArangeOp, CausalMaskOp, CompareOp,
         ConstantOp, SizeOp, RecordOp, FieldOp, SetFieldOp, TupleOp, ProjOp, FoldOp, ConstDimOp,
         GradOp, ValueAndGradOp,
     ],  # fmt: skip

@@ -187,6 +187,15 @@ def where(cond: Attribute, a: Attribute, b: Attribute) -> Attribute:
     return result
 
 
+def compare(a: Attribute, b: Attribute) -> Attribute:
+    """A mask of the operands' axes; both are tensors of one type (an index tensor has at least one axis)."""
+    if a != b or not isinstance(a, TensorType):
+        raise VerifyException(
+            f"'compare' takes two tensors of one type, got {describe(a)} and {describe(b)} (broadcast_like widens one)"
+        )
+    return IndexTensorType(a.axes, 2)
+
+
 def cross_entropy(logits: Attribute, targets: Attribute, axis: str) -> Attribute:
     """Mean over every target position of −log softmax(logits)[target] along `axis`."""
     if not isinstance(logits, TensorType) or not isinstance(targets, IndexTensorType):

@@ -26,7 +26,7 @@ NestKind = Literal["contraction", "softmax", "other"]
 LAUNCHING_OPS: tuple[type[Operation], ...] = (
     core.SumOp, core.MeanOp, core.ReduceMaxOp,
     core.DotOp, core.EinOp, core.SoftmaxOp, core.CrossEntropyOp, core.GatherOp,
-    core.BroadcastLikeOp, core.SumToOp, core.ZerosLikeOp, core.ArangeOp, core.CausalMaskOp,
+    core.BroadcastLikeOp, core.SumToOp, core.ZerosLikeOp, core.ArangeOp, core.CausalMaskOp, core.CompareOp,
 )  # fmt: skip
 """Non-elementwise primitives that compute or move data, so each is a kernel of its own.
 

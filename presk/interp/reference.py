@@ -118,6 +118,12 @@ class PSKCoreFunctions(InterpreterFunctions):
 
         return self._elementwise(op, args, power)
 
+    @impl(core.CompareOp)
+    def run_compare(self, interp: Interpreter, op: core.CompareOp, args: tuple[Any, ...]):
+        a, b = (np.asarray(x) for x in args)
+        holds = COMPARE[op.predicate.data](a, b)
+        return (np.asarray(holds, dtype=bool).astype(np.int64),)
+
     @impl(core.WhereOp)
     def run_where(self, interp: Interpreter, op: core.WhereOp, args: tuple[Any, ...]):
         cond, a, b = args
@@ -316,6 +322,11 @@ def _slice_tree(value: Any, layer: int) -> Any:
         return tuple(_slice_tree(v, layer) for v in value)
     out = value[layer]
     return scalar_if_0d(out)
+
+
+COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+           "ge": np.greater_equal}  # fmt: skip
+"""numpy's comparisons are IEEE's, on f64 and on mpmath's numbers (object arrays) alike."""
 
 
 def find_entry(module: ModuleOp, entry: str) -> FuncOp:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
+from xdsl.dialects.builtin import Float32Type, Float64Type
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from presk.diagnostics import PreskError
@@ -236,6 +237,27 @@ def emit_causal_mask(kb: KernelBuilder, rt: IndexTensorType, out: SSAValue) -> N
     with kb.nest(static_sizes(rt)) as (i, j):
         allowed = kb.add(arith.CmpiOp(j, i, "ule"))
         kb.store(kb.bool_to_i64(allowed), out, [i, j])
+
+
+CMPF_PREDICATES = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+"""`compare`'s predicates as `arith.cmpf`'s: ordered (false on NaN) but for `ne`, as IEEE and numpy."""
+
+
+def emit_compare(kb: KernelBuilder, op: core.CompareOp, a: Operand, b: Operand, out: SSAValue) -> None:
+    """The mask of one predicate, element by element, on both operands widened exactly to one type.
+
+    The type is the wider of the two buffers' (bf16 read as f32): the site
+    of a mask has no realization of its own, and the operands may come
+    from sites realized differently. Widening is exact, so the mask is the
+    reference's, which compares the values rounded to their storage.
+    """
+    kinds = {str(x.buffer.type.element_type) for x in (a, b)}  # type: ignore[union-attr]
+    wide = Float64Type() if "f64" in kinds else Float32Type()
+    rt = op.result.type
+    with kb.nest(static_sizes(rt)) as ivs:
+        index = dict(zip(rt.names, ivs))
+        holds = kb.cmpf(a.read(kb, index, wide), b.read(kb, index, wide), CMPF_PREDICATES[op.predicate.data])
+        kb.store(kb.bool_to_i64(holds), out, list(ivs))
 
 
 # --------------------------------------------------------------------------

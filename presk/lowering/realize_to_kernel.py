@@ -437,6 +437,8 @@ class HostLowering:
             nests.emit_arange(kb, op.result.type, out)
         elif isinstance(op, core.CausalMaskOp):
             nests.emit_causal_mask(kb, op.result.type, out)
+        elif isinstance(op, core.CompareOp):
+            nests.emit_compare(kb, op, args[0], args[1], out)  # type: ignore[arg-type]
         else:
             raise error_at(op, "E3003", f"psk-lower-kernel: no kernel for {op.name}")
 

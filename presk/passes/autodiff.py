@@ -49,8 +49,9 @@ from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_autodiff import GradientRequestOp, ValueAndGradOp
 from presk.dialects.psk_core_types import IndexTensorType, RealType, TupleType
+from presk.ir.calls import reachable_functions
 from presk.ir.locations import error_at
-from presk.passes.autodiff_rules import RULES, WHY_NOT, Ct, Emit, positions_of
+from presk.passes.autodiff_rules import RULES, Ct, Emit, positions_of, why_not
 
 REMAT_MODES = ("save", "recompute")
 
@@ -161,8 +162,8 @@ class Differentiator:
                 raise error_at(op, "E3004", f"no derivative for psk_core.fold over '{layers}' layers: its gradient runs "
                                "the layers one by one, so bind the layer count first (psk-bind)")  # fmt: skip
             return
-        if type(op) not in RULES:
-            why = WHY_NOT.get(type(op))
+        why = why_not(op)
+        if why is not None:
             raise error_at(op, "E3004", f"no derivative for {op.name}" + (f": {why}" if why else ""))
 
     @staticmethod
@@ -456,9 +457,19 @@ class Differentiator:
                 grads.append(emit.op(core.ZerosLikeOp(emit.like(arg))))
         return grads
 
-    def generate_all(self) -> dict[Key, Generated]:
-        """Every function each derivative request needs, also those in generated functions."""
-        pending: list[Operation] = [op for op in self.module.walk() if isinstance(op, GradientRequestOp)]
+    def generate_all(self, within: set[str] | None = None) -> dict[Key, Generated]:
+        """Every function each derivative request needs, also those in generated functions.
+
+        `within` (default: every function) limits the requests to those in
+        the functions it names.
+        """
+        pending: list[Operation] = [
+            op
+            for f in self.functions.values()
+            if within is None or f.sym_name.data in within
+            for op in f.walk()
+            if isinstance(op, GradientRequestOp)
+        ]
         seen: set[int] = set()
         while pending:
             op = pending.pop(0)
@@ -514,7 +525,9 @@ class ReplaceRequest(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: GradientRequestOp, rewriter: PatternRewriter) -> None:
-        g = self.generated[(op.callee_name, op.positions)]
+        g = self.generated.get((op.callee_name, op.positions))
+        if g is None:  # in a function the pass's `entries` do not reach
+            return
         one = core.ConstantOp(1.0, RealType())
         one.result.name_hint = "one"
         new: list[Operation] = [one]
@@ -550,12 +563,20 @@ class AutoDiff(ModulePass):
     remat: str = "save"
     """`save`: `f.fwd` keeps the residuals `f.bwd` reads; `recompute`: one `f.vjp` recomputes them."""
 
+    entries: str = ""
+    """Comma-separated functions: only the requests they reach are expanded (default: every request).
+
+    A command on one entry of a file that also asks for a gradient elsewhere
+    (the course GPT's `loss` beside its `loss_grad`) then neither pays for
+    nor sees that gradient."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.remat not in REMAT_MODES:
             raise PreskError("E3002", f"psk-autodiff: remat={self.remat!r}; expected one of {', '.join(REMAT_MODES)}")
         recompute = self.remat == "recompute"
         differentiator = Differentiator(op, recompute)
-        generated = differentiator.generate_all()
+        roots = [name for name in self.entries.split(",") if name]
+        generated = differentiator.generate_all(reachable_functions(op, roots) if roots else None)
         if not generated:
             return
         for f in differentiator.created:

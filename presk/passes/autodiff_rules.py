@@ -32,7 +32,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from presk.dialects import psk_core as core
-from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, Size, TensorType, TupleType
+from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, Size, TensorType, TupleType, describe
 from presk.dialects.psk_realize_nests import contraction
 
 
@@ -438,6 +438,36 @@ def _gather(b: Emit, op: core.GatherOp, ct: SSAValue) -> SSAValue:
     return b.ein([hot, ct], [[*positions, table_t.names[0]], [*positions, *table_t.names[1:]]], table_t)
 
 
+def _max(b: Emit, op: core.MaxOp, ct: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """The larger operand takes the cotangent; at a tie each takes half, as JAX and PyTorch split it.
+
+    With both operands widened to the result's type (`ct`'s),
+    ct_a = where(a > b, ct, where(a = b, ct · ½, 0)) and ct_b = ct − ct_a:
+    each is exactly ct, 0 or half of ct, and they sum to ct (ct − ct·½ is
+    exact). Where an operand is NaN (so is the maximum) the other takes
+    it. Each is then summed back to its operand's axes.
+    """
+    a, c = b.broadcast_like(b.p(op.lhs), ct), b.broadcast_like(b.p(op.rhs), ct)
+    tie = b.where(b.op(core.CompareOp("eq", a, c)), b.mul(ct, 0.5), 0.0)
+    ct_a = b.where(b.op(core.CompareOp("gt", a, c)), ct, tie)
+    return _u(b, ct_a, op.lhs), _u(b, b.sub(ct, ct_a), op.rhs)
+
+
+def _reduce_max(b: Emit, op: core.ReduceMaxOp, ct: SSAValue) -> SSAValue:
+    """The maximal elements share the cotangent equally (JAX's convention): ct_x = where(x = y, ct / n, 0).
+
+    n counts the elements equal to their maximum y; one maximum takes ct
+    itself (ct / 1). A NaN in the reduced elements makes y NaN, equal to
+    none, and every element's cotangent 0 (the quotient by n = 0 is never
+    selected).
+    """
+    x = b.p(op.operand)
+    hit = b.op(core.CompareOp("eq", x, b.broadcast_like(b.p(op.result), x)))
+    ones = b.add(b.op(core.ZerosLikeOp(b.like(op.operand))), b.const(1.0))
+    count = b.sum(b.where(hit, ones, 0.0), [a for a in op.axes])
+    return b.where(hit, b.div(b.broadcast_like(ct, x), b.broadcast_like(count, x)), 0.0)
+
+
 def _pow(b: Emit, op: core.PowOp, ct: SSAValue) -> SSAValue:
     n = op.n
     return ct if n == 1 else b.mul(ct, b.mul(float(n), b.pow(b.p(op.operand), n - 1)))
@@ -510,10 +540,12 @@ RULES: dict[type[Operation], Rule] = {
     core.TanhOp: Rule((0,), lambda b, op, ct: (b.mul(ct, b.sub(1.0, b.mul(b.p(op.result), b.p(op.result)))),)),
     core.GeluOp: Rule((0,), lambda b, op, ct: (_gelu(b, op, ct),)),
     core.PowOp: Rule((0,), lambda b, op, ct: (_pow(b, op, ct),)),
+    core.MaxOp: Rule((0, 1), _max),
     core.WhereOp: Rule((1, 2), lambda b, op, ct: (_u(b, b.where(b.p(op.cond), ct, 0.0), op.on_true),
                                                   _u(b, b.where(b.p(op.cond), 0.0, ct), op.on_false))),
     core.SumOp: Rule((0,), lambda b, op, ct: (b.broadcast_like(ct, b.like(op.operand)),)),
     core.MeanOp: Rule((0,), lambda b, op, ct: (_mean(b, op, ct),)),
+    core.ReduceMaxOp: Rule((0,), lambda b, op, ct: (_reduce_max(b, op, ct),)),
     core.DotOp: Rule((0, 1), _dot),
     core.EinOp: Rule((), _ein),  # every operand: positions are taken from the op (variadic)
     core.SoftmaxOp: Rule((0,), lambda b, op, ct: (_softmax(b, op, ct),)),
@@ -533,16 +565,20 @@ RULES: dict[type[Operation], Rule] = {
     core.SizeOp: Rule((), lambda b, op, ct: ()),
     core.ArangeOp: Rule((), lambda b, op, ct: ()),
     core.CausalMaskOp: Rule((), lambda b, op, ct: ()),
+    core.CompareOp: Rule((), lambda b, op, ct: ()),  # a mask: piecewise constant, nothing flows back
 }  # fmt: skip
 """The adjoint of each primitive. Variadic ops (`ein`, `record`, `tuple`) list `()` and flow to every operand."""
 
 VARIADIC: frozenset[type[Operation]] = frozenset({core.EinOp, core.RecordOp, core.TupleOp})
 
-WHY_NOT: dict[type[Operation], str] = {
-    core.MaxOp: "PSK-Core has no comparison to route the cotangent to the larger operand",
-    core.ReduceMaxOp: "PSK-Core has no comparison to route the cotangent to the maximal element",
-}
-"""Why a primitive has no rule, added to its E3004 message."""
+def why_not(op: Operation) -> str | None:
+    """Why `op` gets no derivative (E3004's reason; "" for an op no rule knows, a plugin's), or None."""
+    if type(op) not in RULES:
+        return ""
+    if isinstance(op, core.MaxOp) and not isinstance(op.result.type, TensorType):
+        return (f"max gives {describe(op.result.type)}, not a tensor, and its cotangent is routed by "
+                "psk_core.compare, whose masks are tensors")  # fmt: skip
+    return None
 
 BY_CALLEE: frozenset[type[Operation]] = frozenset({core.FoldOp})
 """Differentiated through its callee's generated functions (as `func.call` is), not by a rule of this table."""

@@ -200,7 +200,7 @@ def capture(module: ModuleOp, entry: str, env: Mapping[str, int], plan: Plan) ->
     buffer types (a fold launches its layers' kernel once per layer).
     """
     find_entry(module, entry)
-    realized = realize(module, env, plan)
+    realized = realize(module, env, plan, entry=entry)
     nests = {op.site_name: op for op in realized.walk() if isinstance(op, NestOp) and op.kind in PLANNED_KINDS}
     lowered = realized.clone()
     LowerToKernel(entry=entry).apply(presk_context(), lowered)

@@ -76,7 +76,7 @@ LAUNCHING = frozenset(
     f"psk_core.{n}"
     for n in (
         "sum", "mean", "reduce_max", "dot", "ein", "softmax", "cross_entropy", "gather",
-        "broadcast_like", "sum_to", "zeros_like", "arange", "causal_mask",
+        "broadcast_like", "sum_to", "zeros_like", "arange", "causal_mask", "compare",
     )
 )  # fmt: skip
 """Primitives that compute or move data outside a group: each is a nest of its own."""

@@ -108,10 +108,12 @@ def size_arguments(path: str, bindings: list[str]) -> list[str]:
     return [*(a for d in dims for a in ("--dim", d)), *(a for c in consts for a in ("--const", c))]
 
 
-def realized(path: str, bindings: list[str], realization: str | None, plan: str | None) -> tuple[Any, dict[str, int]]:
-    """The program fused and realized at its sizes, as `presk dump --stage kernel` realizes it."""
-    program = load_program(str(ROOT / path), *split_bindings(path, bindings))
-    return realize(program.parsed.module, program.env, plan_from_options(realization, plan)), program.env
+def realized(
+    path: str, bindings: list[str], realization: str | None, plan: str | None, entry: str | None = None
+) -> tuple[Any, dict[str, int]]:
+    """The program fused and realized at its sizes, as `presk dump --stage kernel --entry E` realizes it."""
+    program = load_program(str(ROOT / path), *split_bindings(path, bindings), entries=[entry] if entry else None)
+    return realize(program.parsed.module, program.env, plan_from_options(realization, plan), entry=entry), program.env
 
 
 def run_presk(*argv: str) -> tuple[int, str, str]:
@@ -159,9 +161,9 @@ def test_default_plan_states_the_no_plan_realization_and_no_layout() -> None:
     assert plan == {"realization": "f64", "layout": {}}
 
 
-def explicit_defaults_plan(path: str, bindings: list[str], realization: str) -> dict[str, Any]:
-    """The plan stating every concrete default of every nest of the program, in `realization`."""
-    module, _ = realized(path, bindings, realization, None)
+def explicit_defaults_plan(path: str, bindings: list[str], realization: str, entry: str) -> dict[str, Any]:
+    """The plan stating every concrete default of every nest `entry` reaches, in `realization`."""
+    module, _ = realized(path, bindings, realization, None, entry)
     layout: dict[str, Any] = {}
     for site in (op for op in module.walk() if isinstance(op, SiteOp)):
         assert site.layout is not None
@@ -185,7 +187,7 @@ def test_defaults_stated_explicitly_give_the_same_kernels(
     item: tuple[str, str, list[str]], realization: str, tmp_path: Path
 ) -> None:
     path, entry, bindings = item
-    plan = explicit_defaults_plan(path, bindings, realization)
+    plan = explicit_defaults_plan(path, bindings, realization, entry)
     assert plan["layout"], "every program here has a contraction or a softmax"
     plan_file = tmp_path / "explicit.json"
     plan_file.write_text(json.dumps(plan), encoding="utf-8")

@@ -1,58 +1,40 @@
 // RUN: presk-opt %s --split-input-file --verify-diagnostics -p psk-autodiff
 //
-// A primitive with no derivative is refused where it occurs (E3004), never
-// given a zero; the typing rule of `grad` and `value_and_grad` (E2001, E2002).
+// A derivative that cannot be taken is refused where it occurs (E3004),
+// never given a zero; the typing rule of `grad` and `value_and_grad` (E2001, E2002).
 
-!V = !psk_core.tensor<[n: 3]>
 !R = !psk_core.real
 
-func.func @f(%a: !V, %b: !V) -> !R {
-  // expected-error @+1 {{E3004: no derivative for psk_core.max: PSK-Core has no comparison to route the cotangent to the larger operand}}
-  %0 = psk_core.max %a, %b : !V
-  %1 = psk_core.sum %0 [n] : !R
-  func.return %1 : !R
-}
-
-func.func @g(%a: !V, %b: !V) -> !V {
-  %0 = psk_core.grad @f(%a, %b) wrt [0] : !V
-  func.return %0 : !V
-}
-
-// -----
-
-!V = !psk_core.tensor<[n: 3]>
-!R = !psk_core.real
-
-func.func @f(%a: !V) -> !R {
-  // expected-error @+1 {{E3004: no derivative for psk_core.reduce_max: PSK-Core has no comparison to route the cotangent to the maximal element}}
-  %0 = psk_core.reduce_max %a [n] : !R
+func.func @f(%a: !R, %b: !R) -> !R {
+  // expected-error @+1 {{E3004: no derivative for psk_core.max: max gives real, not a tensor, and its cotangent is routed by psk_core.compare, whose masks are tensors}}
+  %0 = psk_core.max %a, %b : !R
   func.return %0 : !R
 }
 
-func.func @g(%a: !V) -> !V {
-  %0 = psk_core.grad @f(%a) wrt [0] : !V
-  func.return %0 : !V
+func.func @g(%a: !R, %b: !R) -> !R {
+  %0 = psk_core.grad @f(%a, %b) wrt [0] : !R
+  func.return %0 : !R
 }
 
 // -----
 
-// The max does not depend on %a: the gradient with respect to %a needs no
-// rule for it, the one with respect to %b does.
+// A real max that does not depend on %a: the gradient with respect to %a
+// needs no rule for it, the one with respect to %b does.
 !V = !psk_core.tensor<[n: 3]>
 !R = !psk_core.real
 
-func.func @f(%a: !V, %b: !V) -> !R {
+func.func @f(%a: !V, %b: !R) -> !R {
   // expected-error @+1 {{E3004: no derivative for psk_core.max}}
-  %0 = psk_core.max %b, %b : !V
-  %1 = psk_core.mul %0, %a : !V
+  %0 = psk_core.max %b, %b : !R
+  %1 = psk_core.mul %a, %0 : !V
   %2 = psk_core.sum %1 [n] : !R
   func.return %2 : !R
 }
 
-func.func @g(%a: !V, %b: !V) -> !V {
+func.func @g(%a: !V, %b: !R) -> !R {
   %0 = psk_core.grad @f(%a, %b) wrt [0] : !V
-  %1 = psk_core.grad @f(%a, %b) wrt [1] : !V
-  func.return %0 : !V
+  %1 = psk_core.grad @f(%a, %b) wrt [1] : !R
+  func.return %1 : !R
 }
 
 // -----

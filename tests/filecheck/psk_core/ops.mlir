@@ -1,7 +1,7 @@
 // RUN: presk-opt %s | presk-opt | filecheck %s
 // RUN: presk-opt %s --print-op-generic | presk-opt | filecheck %s
 //
-// Round trip of every PSK-Core operation (all 37 of the PSKCore dialect) and
+// Round trip of every PSK-Core operation (all 38 of the PSKCore dialect) and
 // type (all 5): parse, verify, print, parse the printed form again, print
 // again; the second RUN goes through the generic form. The CHECK lines pin
 // down the printed (custom) syntax, including the type aliases defined below.
@@ -183,7 +183,7 @@ func.func @lookup_and_loss(%table: !psk_core.tensor<[vocab: V, embed: D]>, %ids:
 
 // ---------------------------------------------------------------------------
 // Structure: broadcasting, summing down, zeros (of reals, tensors and trees),
-// axis split/merge, indices.
+// axis split/merge, indices, comparisons.
 
 func.func @structure(%x: !X, %b: !Bias, %c: !psk_core.real,
                      %p: !psk_core.record<w: !Bias, s: !psk_core.real>,
@@ -202,6 +202,8 @@ func.func @structure(%x: !X, %b: !Bias, %c: !psk_core.real,
   %11 = psk_core.arange : !psk_core.index<[seq: T], C>
   %12 = psk_core.arange : !psk_core.index<[pos: 4], 8>
   %13 = psk_core.causal_mask : !psk_core.index<[seq: T, key: T], 2>
+  %14 = psk_core.compare ge %x, %1 : !psk_core.index<[batch: B, seq: T, embed: D], 2>
+  %15 = psk_core.compare ne %b, %b : !psk_core.index<[embed: D], 2>
   func.return %9 : !X
 }
 // CHECK-LABEL: func.func @structure(
@@ -219,6 +221,8 @@ func.func @structure(%x: !X, %b: !Bias, %c: !psk_core.real,
 // CHECK-NEXT:    %11 = psk_core.arange : !psk_core.index<[seq: T], C>
 // CHECK-NEXT:    %12 = psk_core.arange : !psk_core.index<[pos: 4], 8>
 // CHECK-NEXT:    %13 = psk_core.causal_mask : !psk_core.index<[seq: T, key: T], 2>
+// CHECK-NEXT:    %14 = psk_core.compare ge %x, %1 : !psk_core.index<[batch: B, seq: T, embed: D], 2>
+// CHECK-NEXT:    %15 = psk_core.compare ne %b, %b : !psk_core.index<[embed: D], 2>
 // CHECK-NEXT:    func.return %9 : !X
 
 // ---------------------------------------------------------------------------

@@ -162,6 +162,18 @@ func.func @masked_fill(%s: !psk_core.tensor<[head: H, q: T, k: T]>) -> !psk_core
 
 // -----
 
+func.func @relu(%x: !psk_core.tensor<[n: N]>, %zero: !psk_core.tensor<[n: N]>) -> !psk_core.tensor<[n: N]> {
+  %m = psk_core.compare gt %x, %zero : !psk_core.index<[n: N], 2>
+  %0 = psk_core.where %m, %x, %zero : !psk_core.tensor<[n: N]>
+  func.return %0 : !psk_core.tensor<[n: N]>
+}
+// CHECK-LABEL: func.func @relu(
+// CHECK-NEXT: %m = psk_core.compare gt %x, %zero : !psk_core.index<[n: N], 2>
+// CHECK-NEXT: %0 = psk_core.where %m, %x, %zero : !psk_core.tensor<[n: N]>
+// CHECK-NEXT: func.return %0 : !psk_core.tensor<[n: N]>
+
+// -----
+
 func.func @reductions(%x: !psk_core.tensor<[batch: B, seq: T, embed: D]>) -> !psk_core.real {
   %0 = psk_core.sum %x [embed] : !psk_core.tensor<[batch: B, seq: T]>
   %1 = psk_core.mean %x [batch, seq] : !psk_core.tensor<[embed: D]>

@@ -2,12 +2,14 @@
 //
 // The typing rules of PSK-Core, one chunk per violated rule.
 //
-// Coverage: psk_core.py, psk_core_rules.py and psk_core_types.py hold 72
-// `raise VerifyException` sites. 58 have a chunk below that triggers them
+// Coverage: psk_core.py, psk_core_rules.py and psk_core_types.py hold 74
+// `raise VerifyException` sites. 59 have a chunk below that triggers them
 // with their own message (E2001); one more (FoldOp, "which is not defined")
-// is pre-empted by the driver's E2002 check and has a chunk for that. The 13
-// others cannot be reached from IR text, because an earlier check always
-// fires first; each has a chunk showing that earlier check where one exists:
+// is pre-empted by the driver's E2002 check and has a chunk for that, and
+// another (CompareOp's "predicate ... is none of") by the parser's check of
+// the same words. The 13 others cannot be reached from IR text, because an
+// earlier check always fires first; each has a chunk showing that earlier
+// check where one exists:
 //   psk_core_types.size_value   "an axis size is an integer or a name"
 //       (sizes are only built by the type parser, as integers or names)
 //   rules.reduce        "reduces a tensor of reals"     } the ops' operand
@@ -651,6 +653,38 @@ func.func @causal_mask_square() {
 func.func @causal_mask_range() {
   // expected-error @+1 {{E2001: 'causal_mask' gives a square index tensor of two axes with range 2}}
   %0 = psk_core.causal_mask : !psk_core.index<[s: T, t: T], 3>
+  func.return
+}
+
+// -----
+
+func.func @compare_types(%a: !psk_core.tensor<[n: 3]>, %b: !psk_core.tensor<[m: 3]>) {
+  // expected-error @+1 {{E2001: 'compare' takes two tensors of one type, got tensor[n: 3] and tensor[m: 3] (broadcast_like widens one)}}
+  %0 = psk_core.compare lt %a, %b : !psk_core.index<[n: 3], 2>
+  func.return
+}
+
+// -----
+
+func.func @compare_reals(%a: !psk_core.real, %b: !psk_core.real) {
+  // expected-error @+1 {{E2001: 'compare' takes two tensors of one type, got real and real (broadcast_like widens one)}}
+  %0 = psk_core.compare lt %a, %b : !psk_core.index<[n: 3], 2>
+  func.return
+}
+
+// -----
+
+func.func @compare_predicate(%a: !psk_core.tensor<[n: 3]>) {
+  // expected-error @+1 {{'compare' predicate 'gte' is none of eq, ne, lt, le, gt, ge}}
+  %0 = psk_core.compare gte %a, %a : !psk_core.index<[n: 3], 2>
+  func.return
+}
+
+// -----
+
+func.func @compare_result(%a: !psk_core.tensor<[n: 3]>) {
+  // expected-error @+1 {{E2001: result type is index[n: 3] < 3, but the typing rule gives index[n: 3] < 2}}
+  %0 = psk_core.compare eq %a, %a : !psk_core.index<[n: 3], 3>
   func.return
 }
 

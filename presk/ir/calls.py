@@ -1,0 +1,35 @@
+"""The functions an entry reaches: what a command on one entry must transform, and nothing else.
+
+Every op that runs another function names it in a `callee` property:
+`func.call`, `psk_core.fold` and the gradient requests (`psk_core.grad`,
+`value_and_grad`). So reachability is one walk over those, without a list
+of op kinds to keep up to date.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from xdsl.dialects.builtin import ModuleOp, SymbolRefAttr
+from xdsl.dialects.func import FuncOp
+
+
+def reachable_functions(module: ModuleOp, roots: Iterable[str]) -> set[str]:
+    """The names of the functions of `module` that `roots` call, directly or not, `roots` included.
+
+    A root the module does not define is left out (the caller reports
+    unknown entries with its own error).
+    """
+    functions = {op.sym_name.data: op for op in module.body.block.ops if isinstance(op, FuncOp)}
+    reached: set[str] = set()
+    pending = [name for name in roots if name in functions]
+    while pending:
+        name = pending.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        for op in functions[name].walk():
+            callee = op.properties.get("callee")
+            if isinstance(callee, SymbolRefAttr) and callee.string_value() in functions:
+                pending.append(callee.string_value())
+    return reached
