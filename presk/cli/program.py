@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.func import FuncOp
+from xdsl.ir import BlockArgument
 from xdsl.passes import ModulePass
 
 from presk import sizes
@@ -35,7 +36,8 @@ from presk.cli.pipeline import build_pipeline, pipeline_spec, run_pass
 from presk.cli.source import Source, read_input
 from presk.diagnostics import PreskError
 from presk.dialects.psk_core import ConstDimOp, FoldOp
-from presk.dialects.psk_core_autodiff import GradientRequestOp
+from presk.dialects.psk_core_autodiff import GradientRequestOp, ValueAndGradOp
+from presk.interp.inputs import argument_names
 from presk.ir.calls import reachable_functions
 from presk.ir.context import presk_context
 from presk.ir.parse import ParsedModule, parse_module
@@ -99,6 +101,41 @@ def pipeline_of(args: argparse.Namespace) -> tuple[ModulePass, ...]:
     return build_pipeline(load_multiverse().universe.all_passes, pipeline_spec((), args.pass_pipeline))
 
 
+@dataclass(frozen=True)
+class GradientResult:
+    """A result of a function that is a gradient request's, as the source wrote it: what its leaves are."""
+
+    value: bool
+    """`value_and_grad`: the result is (value, gradients)."""
+    names: tuple[str, ...]
+    """The argument each gradient is taken with respect to, named as `--inputs` names it."""
+
+
+def gradient_results(func: FuncOp) -> dict[int, GradientResult]:
+    """The results of `func` that a `grad`/`value_and_grad` gives directly, by result position.
+
+    A gradient is named after the argument of `func` passed at its `wrt`
+    position (`params`), so that `presk run --output` writes the gradient
+    of `params.blocks.attn.wq` under that key; an operand that is no
+    argument of `func` is named by its position in the request (`arg0`).
+    """
+    block = func.body.block
+    names = argument_names(func)
+    found: dict[int, GradientResult] = {}
+    returned = block.last_op.operands if block.last_op is not None else ()
+    for i, value in enumerate(returned):
+        request = value.owner
+        if not isinstance(request, GradientRequestOp):
+            continue
+        wrt = []
+        for position in request.positions:
+            operand = request.arguments[position]
+            mine = isinstance(operand, BlockArgument) and operand.owner is block
+            wrt.append(names[operand.index] if mine else f"arg{position}")  # type: ignore[union-attr]
+        found[i] = GradientResult(isinstance(request, ValueAndGradOp), tuple(wrt))
+    return found
+
+
 @dataclass
 class Program:
     parsed: ParsedModule
@@ -106,6 +143,9 @@ class Program:
     """Every constant and every bound dimension variable."""
     reports: list[FunctionReport] = field(default_factory=list)
     """With `--opt`: psk-egraph-opt's report of each function, in module order."""
+    gradients: dict[str, dict[int, GradientResult]] = field(default_factory=dict)
+    """The results of each function that are gradient requests' (`gradient_results`), read before
+    psk-autodiff replaced the requests by calls."""
 
 
 def load_program(
@@ -147,6 +187,8 @@ def load_program(
         parsed.module, sizes.parse_bindings(consts, "--const"), sizes.parse_bindings(dims, "--dim")
     )
     module = parsed.module
+    gradients = {f.sym_name.data: found for f in module.body.block.ops if isinstance(f, FuncOp)
+                 if (found := gradient_results(f))}  # fmt: skip
     reached = None if entries is None else reachable_functions(module, entries)
     functions = [
         f for f in module.body.block.ops if isinstance(f, FuncOp) and (reached is None or f.sym_name.data in reached)
@@ -160,7 +202,7 @@ def load_program(
     if opt:
         lines = format_reports(reports).splitlines()
         sys.stderr.write("".join(line + "\n" for line in (lines if opt_report else lines[-1:])))
-    return Program(parsed, env, reports)
+    return Program(parsed, env, reports, gradients)
 
 
 def _bind_keeping_declarations(ctx: Context, parsed: ParsedModule, env: dict[str, int]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import mpmath
@@ -20,6 +21,7 @@ from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 
 from presk.cli.program import (
+    GradientResult,
     add_input_arguments,
     add_auto_plan_arguments,
     add_realize_arguments,
@@ -116,7 +118,7 @@ def _run(args: argparse.Namespace, plan: Plan | None, source: Source, passes: tu
     for i, (value, t) in enumerate(zip(outputs, func.function_type.outputs.data)):
         print_output(f"result {i}", value, t, digits, args.print_values)
     if args.output:
-        save_outputs(args.output, outputs, realized=realized)
+        save_outputs(args.output, outputs, realized=realized, gradients=program.gradients.get(args.entry, {}))
         print(f"saved to {args.output}")
     return 0
 
@@ -169,12 +171,37 @@ def _stored(leaf: Any, realized: bool) -> np.ndarray:
     return a.astype(np.float64)
 
 
-def save_outputs(path: str, outputs: list[Any], realized: bool = False) -> None:
-    arrays = {
-        (f"result{i}.{p}" if p else f"result{i}"): _stored(leaf, realized)
-        for i, value in enumerate(outputs)
-        for p, leaf in leaf_items(value)
-    }
+def output_keys(outputs: list[Any], gradients: Mapping[int, GradientResult]) -> list[tuple[str, Any]]:
+    """Every output leaf with its key in the .npz: `result0.w`, and a gradient's under its argument's name.
+
+    A result that a `grad`/`value_and_grad` gives is written as its
+    gradients, each under the name of the argument it is taken with respect
+    to (`params.blocks.attn.wq`, the key `--inputs` gives that leaf), and
+    its value as `value`; with several results, under `result{i}.` as well.
+    """
+    keyed: list[tuple[str, Any]] = []
+
+    def add(prefix: str, tree: Any) -> None:
+        keyed.extend((f"{prefix}.{p}" if p else prefix, leaf) for p, leaf in leaf_items(tree))
+
+    for i, value in enumerate(outputs):
+        gradient = gradients.get(i)
+        if gradient is None:
+            add(f"result{i}", value)
+            continue
+        scope = f"result{i}." if len(outputs) > 1 else ""
+        if gradient.value:
+            add(f"{scope}value", value[0])
+            value = value[1]
+        for name, tree in zip(gradient.names, [value] if len(gradient.names) == 1 else value):
+            add(scope + name, tree)
+    return keyed
+
+
+def save_outputs(
+    path: str, outputs: list[Any], realized: bool = False, gradients: Mapping[int, GradientResult] | None = None
+) -> None:
+    arrays = {key: _stored(leaf, realized) for key, leaf in output_keys(outputs, gradients or {})}
     try:
         np.savez(path, **arrays)
     except OSError as e:

@@ -59,12 +59,26 @@ def test_run_gives_the_same_gradient_on_every_backend(minigpt_grad: str, tmp_pat
     kernel, native, reference = results["kernel"], results["native"], results["interp"]
     assert sorted(kernel) == sorted(native) == sorted(reference)
     assert len(kernel) == 15  # the loss and MiniGPT's fourteen parameter leaves
-    assert "result0.1.blocks.attn.wq" in kernel
+    assert "value" in kernel and "params.blocks.attn.wq" in kernel
     for key in kernel:
         assert kernel[key].tobytes() == native[key].tobytes(), key
         bound = 256 * np.spacing(np.max(np.abs(reference[key])))
         assert np.max(np.abs(kernel[key] - reference[key])) <= bound, key
-    assert np.max(np.abs(reference["result0.1.tok_emb"])) > 0  # a gradient, not zeros
+    assert np.max(np.abs(reference["params.tok_emb"])) > 0  # a gradient, not zeros
+
+
+def test_gradient_leaves_are_keyed_as_the_inputs(minigpt_grad: str, tmp_path: Path) -> None:
+    """`--output` writes the gradient of `params` under `params.…`: the same keys `--inputs` reads, so the
+    gradient file (with the ids added) is a valid input file of the same entry."""
+    out_file, in_file = tmp_path / "g.npz", tmp_path / "in.npz"
+    status, _, err = run("run", minigpt_grad, "--entry", "loss_grad", *SIZES, "--output", str(out_file))
+    assert status == 0, err
+    gradient = {k: v for k, v in np.load(out_file).items() if k != "value"}
+    ids = np.zeros((2, 3), dtype=np.int64)
+    np.savez(in_file, **gradient, ids=ids, targets=ids)
+    status, out, err = run("run", minigpt_grad, "--entry", "loss_grad", *SIZES, "--inputs", str(in_file))
+    assert status == 0, err
+    assert all(key.startswith("params.") for key in gradient)
 
 
 def _launches(out: str, entry: str) -> tuple[int, int]:
