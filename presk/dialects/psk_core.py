@@ -256,6 +256,13 @@ class TanhOp(ElementwiseUnaryOp):
 
 
 @irdl_op_definition
+class ErfOp(ElementwiseUnaryOp):
+    """The error function: gelu's Φ(x) = ½(1 + erf(x/√2)), and so gelu's derivative, exact at 0."""
+
+    name = "psk_core.erf"
+
+
+@irdl_op_definition
 class GeluOp(ElementwiseUnaryOp):
     """The exact GELU, x·Φ(x) = x·(1 + erf(x/√2))/2."""
 
@@ -390,7 +397,7 @@ def _parse_n_values(parser: Parser, n: int, op: str) -> list[SSAValue]:
 
 
 ELEMENTWISE_OPS: tuple[type[IRDLOperation], ...] = (
-    AddOp, SubOp, MulOp, DivOp, MaxOp, NegOp, ExpOp, LogOp, SqrtOp, TanhOp, GeluOp, PowOp, WhereOp,
+    AddOp, SubOp, MulOp, DivOp, MaxOp, NegOp, ExpOp, LogOp, SqrtOp, TanhOp, ErfOp, GeluOp, PowOp, WhereOp,
 )  # fmt: skip
 
 

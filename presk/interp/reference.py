@@ -102,6 +102,10 @@ class PSKCoreFunctions(InterpreterFunctions):
     def run_tanh(self, interp: Interpreter, op: core.TanhOp, args: tuple[Any, ...]):
         return self._elementwise(op, args, self.num.tanh)
 
+    @impl(core.ErfOp)
+    def run_erf(self, interp: Interpreter, op: core.ErfOp, args: tuple[Any, ...]):
+        return self._elementwise(op, args, self.num.erf)
+
     @impl(core.GeluOp)
     def run_gelu(self, interp: Interpreter, op: core.GeluOp, args: tuple[Any, ...]):
         half, rsqrt2 = self.num.const(0.5), 1 / self.num.sqrt(self.num.const(2.0))

@@ -96,7 +96,7 @@ def scalar_op(kb: KernelBuilder, op: Operation, args: Sequence[Scalar], arith_ty
         return kb.maxf(*args)
     if isinstance(op, core.NegOp):
         return kb.add(arith.NegfOp(args[0]))
-    if isinstance(op, core.ExpOp | core.LogOp | core.SqrtOp | core.TanhOp):
+    if isinstance(op, core.ExpOp | core.LogOp | core.SqrtOp | core.TanhOp | core.ErfOp):
         return kb.math(op.name.split(".")[1], args[0])
     if isinstance(op, core.GeluOp):
         # x · ½ · (1 + erf(x / √2)), in the reference's order: (x · ½) · (1 + erf(x · (1/√2))).

@@ -474,13 +474,17 @@ def _pow(b: Emit, op: core.PowOp, ct: SSAValue) -> SSAValue:
 
 
 def _gelu(b: Emit, op: core.GeluOp, ct: SSAValue) -> SSAValue:
-    """gelu'(x) = Φ(x) + x·φ(x), with Φ(x) = gelu(x)/x (PSK-Core has no erf) and φ(x) = exp(−x²/2)/√(2π).
-
-    Exact over the reals but at x = 0, where gelu(x)/x is 0/0 (nan); see docs/training.md.
-    """
-    x, y = b.p(op.operand), b.p(op.result)
+    """gelu'(x) = Φ(x) + x·φ(x), Φ(x) = ½·(1 + erf(x·(1/√2))) and φ(x) = exp(−x²/2)/√(2π): finite everywhere, 0 included."""
+    x = b.p(op.operand)
+    cdf = b.mul(0.5, b.add(b.const(1.0), b.op(core.ErfOp(b.mul(x, 0.7071067811865475)))))  # 1/√2
     density = b.div(b.exp(b.mul(-0.5, b.mul(x, x))), 2.5066282746310002)  # √(2π)
-    return b.mul(ct, b.add(b.div(y, x), b.mul(x, density)))
+    return b.mul(ct, b.add(cdf, b.mul(x, density)))
+
+
+def _erf(b: Emit, op: core.ErfOp, ct: SSAValue) -> SSAValue:
+    """erf'(x) = (2/√π)·exp(−x²)."""
+    x = b.p(op.operand)
+    return b.mul(ct, b.mul(1.1283791670955126, b.exp(b.neg(b.mul(x, x)))))
 
 
 def _mean(b: Emit, op: core.MeanOp, ct: SSAValue) -> SSAValue:
@@ -538,6 +542,7 @@ RULES: dict[type[Operation], Rule] = {
     core.LogOp: Rule((0,), lambda b, op, ct: (b.div(ct, b.p(op.operand)),)),
     core.SqrtOp: Rule((0,), lambda b, op, ct: (b.div(b.mul(ct, 0.5), b.p(op.result)),)),
     core.TanhOp: Rule((0,), lambda b, op, ct: (b.mul(ct, b.sub(1.0, b.mul(b.p(op.result), b.p(op.result)))),)),
+    core.ErfOp: Rule((0,), lambda b, op, ct: (_erf(b, op, ct),)),
     core.GeluOp: Rule((0,), lambda b, op, ct: (_gelu(b, op, ct),)),
     core.PowOp: Rule((0,), lambda b, op, ct: (_pow(b, op, ct),)),
     core.MaxOp: Rule((0, 1), _max),

@@ -62,7 +62,7 @@ reductions 1, contractions and loops 8 (a term's cost is its nodes', each shared
 OPAQUE_COSTS: dict[str, float] = {
     "func.call": 8.0, "psk_core.fold": 8.0, "psk_core.grad": 8.0, "psk_core.value_and_grad": 8.0,
     "psk_core.ein": 8.0, "psk_core.softmax": 2.0, "psk_core.cross_entropy": 2.0, "psk_core.tanh": 2.0,
-    "psk_core.gelu": 2.0, "psk_core.size": STRUCTURAL, "psk_core.arange": STRUCTURAL,
+    "psk_core.gelu": 2.0, "psk_core.erf": 2.0, "psk_core.size": STRUCTURAL, "psk_core.arange": STRUCTURAL,
     "psk_core.causal_mask": STRUCTURAL, "psk_core.split": STRUCTURAL, "psk_core.merge": STRUCTURAL,
 }  # fmt: skip
 """Opaque operations by name; any other (max, where, gather, reduce_max, ...) costs 1."""

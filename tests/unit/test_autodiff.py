@@ -61,8 +61,9 @@ BITS = 256
 H = mpmath.mpf(2) ** -64
 RTOL = mpmath.mpf(10) ** -30
 RTOL_GELU = mpmath.mpf(10) ** -15
-"""gelu's rule reads 1/√(2π) as a double (PSK-Core has no π): its relative error, 2⁻⁵³ ≈ 1.1e−16, enters
-the x·φ(x) term, so a program through gelu is checked to 1e−15 (a wrong rule is still off by O(1))."""
+"""gelu's and erf's rules read 1/√2, √(2π) and 2/√π as doubles (PSK-Core has no π): their relative
+error, 2⁻⁵³ ≈ 1.1e−16, enters the derivative, so a program through gelu or erf is checked to 1e−15
+(a wrong rule is still off by O(1))."""
 DIRECTIONS = 2
 
 
@@ -431,6 +432,16 @@ func.func @loss(%z: !X, %c: !X) -> !psk_core.real {
 }
 """
 
+ERF = """
+!X = !psk_core.tensor<[n: 5]>
+func.func @loss(%z: !X, %c: !X) -> !psk_core.real {
+  %0 = psk_core.erf %z : !X
+  %1 = psk_core.mul %0, %c : !X
+  %2 = psk_core.sum %1 [n] : !psk_core.real
+  func.return %2 : !psk_core.real
+}
+"""
+
 FOLD = """
 !Blocks = !psk_core.record<w: !psk_core.tensor<[layer: L, embed: 2]>, s: !psk_core.tensor<[layer: L]>,
                            t: !psk_core.tuple<!psk_core.tensor<[layer: L, embed: 2, k: 2]>>>
@@ -462,6 +473,7 @@ CASES = {
     "arithmetic": (ARITHMETIC, [0, 1, 2]),
     "unary": (UNARY, [0, 1]),
     "gelu": (GELU, [0]),
+    "erf": (ERF, [0]),
     "where": (WHERE, [0, 2]),
     "reductions": (REDUCTIONS, [0, 1]),
     "maxima": (MAXIMA, [0, 1, 2, 3]),
@@ -483,7 +495,15 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rule_against_central_differences(case: str) -> None:
     text, wrt = CASES[case]
-    check_gradient(text, wrt, rtol=RTOL_GELU if "gelu" in text else RTOL)
+    check_gradient(text, wrt, rtol=RTOL_GELU if "gelu" in text or "erf" in text else RTOL)
+
+
+def test_gelu_has_a_finite_derivative_at_zero() -> None:
+    """gelu'(0) = ½ and erf'(0) = 2/√π, computed through erf, not through gelu(x)/x (0/0)."""
+    module, _ = differentiated(GELU, [0], "save", None)
+    zeros, ones = np.zeros(5), np.ones(5)
+    (grad,) = run_entry(module, "grad_loss", [zeros, ones], {})
+    assert np.array_equal(grad, np.full(5, 0.5))
 
 
 TIES = """

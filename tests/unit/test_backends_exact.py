@@ -529,6 +529,10 @@ func.func @tanh(%x: !V) -> !V {
   %0 = psk_core.tanh %x : !V
   func.return %0 : !V
 }
+func.func @erf(%x: !V) -> !V {
+  %0 = psk_core.erf %x : !V
+  func.return %0 : !V
+}
 func.func @gelu(%x: !V) -> !V {
   %0 = psk_core.gelu %x : !V
   func.return %0 : !V
@@ -668,6 +672,7 @@ PRIMITIVES = [
     Primitive("exp", "exp", lambda rng, env: _wide_exp(rng, env["N"]), 0.9),
     Primitive("log", "log", lambda rng, env: _wide_positive(rng, env["N"]), 0.85),
     Primitive("tanh", "tanh", _elementwise(-20.0, 20.0), 0.95),
+    Primitive("erf", "erf", _elementwise(-6.0, 6.0), 0.85),
     Primitive("gelu, x >= 0", "gelu", _elementwise(0.0, 10.0), 2.0),
     Primitive("gelu, x in [-3, 0)", "gelu", _elementwise(-3.0, 0.0), 200.0),
     Primitive("sqrt", "sqrt", lambda rng, env: _wide_positive(rng, env["N"]), 0.5),

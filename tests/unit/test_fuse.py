@@ -68,7 +68,7 @@ CAP = 64
 
 ELEMENTWISE = frozenset(
     f"psk_core.{n}"
-    for n in ("add", "sub", "mul", "div", "max", "neg", "exp", "log", "sqrt", "tanh", "gelu", "pow", "where")
+    for n in ("add", "sub", "mul", "div", "max", "neg", "exp", "log", "sqrt", "tanh", "erf", "gelu", "pow", "where")
 )
 """Elementwise primitives: the only ones a group may hold."""
 

@@ -73,7 +73,7 @@ def programs(draw: st.DrawFn) -> str:
         name, axes = draw(st.sampled_from(builder.values))
         kind = draw(st.sampled_from(["unary", "binary", "reduce", "softmax", "pow", "const", "dot", "ein"]))
         if kind == "unary":
-            op = draw(st.sampled_from(["neg", "exp", "log", "sqrt", "tanh", "gelu"]))
+            op = draw(st.sampled_from(["neg", "exp", "log", "sqrt", "tanh", "erf", "gelu"]))
             builder.let(f"psk_core.{op} {name}", axes)
         elif kind == "binary":
             partners = [(n, a) for n, a in builder.values if subsequence(a, axes) or subsequence(axes, a)]

@@ -45,6 +45,11 @@ func.func @gelu(%x: !V) -> !R {
   %1 = psk_core.sum %0 [b] : !R
   func.return %1 : !R
 }
+func.func @erf(%x: !V) -> !R {
+  %0 = psk_core.erf %x : !V
+  %1 = psk_core.sum %0 [b] : !R
+  func.return %1 : !R
+}
 func.func @pow(%x: !V) -> !R {
   %0 = psk_core.pow %x, 3 : !V
   %1 = psk_core.sum %0 [b] : !R
@@ -146,6 +151,7 @@ func.func @gradients(%x: !M, %y: !V, %m: !psk_core.index<[b: 3], 2>, %r: !R, %w:
   %16 = psk_core.grad @trees(%p) wrt [0] : !psk_core.record<w: !V, s: !R>
   %17 = psk_core.grad @constants(%y) wrt [0] : !V
   %18 = psk_core.grad @call(%y) wrt [0] : !V
+  %19 = psk_core.grad @erf(%y) wrt [0] : !V
   func.return
 }
 
@@ -199,16 +205,24 @@ func.func @gradients(%x: !M, %y: !V, %m: !psk_core.index<[b: 3], 2>, %r: !R, %w:
 // CHECK-NEXT:    %[[C6:.*]] = psk_core.neg %[[C5]] : !V
 // CHECK-NEXT:    func.return %[[C6]] : !V
 
-// gelu'(x) = gelu(x)/x + x·exp(−x²/2)/√(2π).
-// CHECK-LABEL: func.func @gelu.bwd
+// gelu'(x) = ½·(1 + erf(x/√2)) + x·exp(−x²/2)/√(2π): through erf, finite at 0; only x is saved.
+// CHECK-LABEL: func.func @gelu.bwd(%res: !psk_core.tuple<!V>, %ct: !R) -> !V
 // CHECK-NEXT:    %x = psk_core.proj %res[0] : !V
-// CHECK-NEXT:    %[[Y:.*]] = psk_core.proj %res[1] : !V
+// CHECK-NEXT:    %[[CT:.*]] = psk_core.broadcast_like %ct, %x : !V
+// CHECK-NEXT:    %[[ONE:.*]] = psk_core.constant 1.0 : !R
+// CHECK-NEXT:    %[[R2:.*]] = psk_core.constant 0.7071067811865475 : !R
+// CHECK-NEXT:    %[[A:.*]] = psk_core.mul %x, %[[R2]] : !V
+// CHECK-NEXT:    %[[ERF:.*]] = psk_core.erf %[[A]] : !V
+// CHECK-NEXT:    %[[B:.*]] = psk_core.add %[[ONE]], %[[ERF]] : !V
+// CHECK-NEXT:    %[[HALF:.*]] = psk_core.constant 0.5 : !R
+// CHECK-NEXT:    %[[CDF:.*]] = psk_core.mul %[[HALF]], %[[B]] : !V
 // CHECK:         %[[E:.*]] = psk_core.exp %{{.*}} : !V
 // CHECK-NEXT:    %[[S:.*]] = psk_core.constant 2.5066282746310002 : !R
 // CHECK-NEXT:    %[[PHI:.*]] = psk_core.div %[[E]], %[[S]] : !V
-// CHECK-NEXT:    %[[CDF:.*]] = psk_core.div %[[Y]], %x : !V
 // CHECK-NEXT:    %[[XPHI:.*]] = psk_core.mul %x, %[[PHI]] : !V
-// CHECK-NEXT:    psk_core.add %[[CDF]], %[[XPHI]] : !V
+// CHECK-NEXT:    %[[D:.*]] = psk_core.add %[[CDF]], %[[XPHI]] : !V
+// CHECK-NEXT:    psk_core.mul %[[CT]], %[[D]] : !V
+
 
 // CHECK-LABEL: func.func @pow.bwd
 // CHECK:         %[[P:.*]] = psk_core.pow %x, 2 : !V
@@ -304,3 +318,12 @@ func.func @gradients(%x: !M, %y: !V, %m: !psk_core.index<[b: 3], 2>, %r: !R, %w:
 // CHECK-NEXT:    %[[R:.*]] = psk_core.proj %res[0] : !psk_core.tuple<!V, !V, !V>
 // CHECK-NEXT:    %[[D:.*]] = func.call @unary.bwd(%[[R]], %ct) : (!psk_core.tuple<!V, !V, !V>, !R) -> !V
 // CHECK-NEXT:    func.return %[[D]] : !V
+
+// erf'(x) = (2/√π)·exp(−x²).
+// CHECK-LABEL: func.func @erf.bwd(%res: !psk_core.tuple<!V>, %ct: !R) -> !V
+// CHECK:         %[[SQ:.*]] = psk_core.mul %x, %x : !V
+// CHECK-NEXT:    %[[N:.*]] = psk_core.neg %[[SQ]] : !V
+// CHECK-NEXT:    %[[E:.*]] = psk_core.exp %[[N]] : !V
+// CHECK-NEXT:    %[[K:.*]] = psk_core.constant 1.1283791670955126 : !R
+// CHECK-NEXT:    %[[D:.*]] = psk_core.mul %[[K]], %[[E]] : !V
+// CHECK-NEXT:    psk_core.mul %{{.*}}, %[[D]] : !V

@@ -1,7 +1,7 @@
 // RUN: presk-opt %s | presk-opt | filecheck %s
 // RUN: presk-opt %s --print-op-generic | presk-opt | filecheck %s
 //
-// Round trip of every PSK-Core operation (all 38 of the PSKCore dialect) and
+// Round trip of every PSK-Core operation (all 39 of the PSKCore dialect) and
 // type (all 5): parse, verify, print, parse the printed form again, print
 // again; the second RUN goes through the generic form. The CHECK lines pin
 // down the printed (custom) syntax, including the type aliases defined below.
@@ -72,6 +72,7 @@ func.func @elementwise(%x: !X, %b: !Bias, %m: !psk_core.tensor<[batch: B, seq: T
   %12 = psk_core.pow %c, 1 : !psk_core.real
   %13 = psk_core.add %c, %12 : !psk_core.real
   %14 = psk_core.mul %b, %b {tag = "bias squared"} : !Bias
+  %15 = psk_core.erf %9 : !X
   func.return %11 : !X
 }
 // CHECK-LABEL: func.func @elementwise(%x: !X, %b: !Bias, %m: !psk_core.tensor<[batch: B, seq: T]>, %c: !psk_core.real) -> !X {
@@ -90,6 +91,7 @@ func.func @elementwise(%x: !X, %b: !Bias, %m: !psk_core.tensor<[batch: B, seq: T
 // CHECK-NEXT:    %12 = psk_core.pow %c, 1 : !psk_core.real
 // CHECK-NEXT:    %13 = psk_core.add %c, %12 : !psk_core.real
 // CHECK-NEXT:    %14 = psk_core.mul %b, %b {tag = "bias squared"} : !Bias
+// CHECK-NEXT:    %15 = psk_core.erf %9 : !X
 // CHECK-NEXT:    func.return %11 : !X
 
 func.func @where(%mask: !psk_core.index<[seq: T, key: T], 2>, %s: !psk_core.tensor<[head: H, seq: T, key: T]>, %c: !psk_core.real) -> !psk_core.tensor<[head: H, seq: T, key: T]> {

@@ -122,7 +122,8 @@ func.func @unary(%x: !psk_core.tensor<[n: 4]>) -> !psk_core.tensor<[n: 4]> {
   %3 = psk_core.sqrt %1 : !psk_core.tensor<[n: 4]>
   %4 = psk_core.tanh %3 : !psk_core.tensor<[n: 4]>
   %5 = psk_core.gelu %4 : !psk_core.tensor<[n: 4]>
-  func.return %5 : !psk_core.tensor<[n: 4]>
+  %6 = psk_core.erf %5 : !psk_core.tensor<[n: 4]>
+  func.return %6 : !psk_core.tensor<[n: 4]>
 }
 // CHECK-LABEL: func.func @unary(
 // CHECK-SAME: %x: !psk_core.tensor<[n: 4]>) -> !psk_core.tensor<[n: 4]> {
@@ -132,7 +133,8 @@ func.func @unary(%x: !psk_core.tensor<[n: 4]>) -> !psk_core.tensor<[n: 4]> {
 // CHECK-NEXT: %3 = psk_core.sqrt %1 : !psk_core.tensor<[n: 4]>
 // CHECK-NEXT: %4 = psk_core.tanh %3 : !psk_core.tensor<[n: 4]>
 // CHECK-NEXT: %5 = psk_core.gelu %4 : !psk_core.tensor<[n: 4]>
-// CHECK-NEXT: func.return %5 : !psk_core.tensor<[n: 4]>
+// CHECK-NEXT: %6 = psk_core.erf %5 : !psk_core.tensor<[n: 4]>
+// CHECK-NEXT: func.return %6 : !psk_core.tensor<[n: 4]>
 
 // -----
 
