@@ -271,6 +271,9 @@ class _Loop:
     narrow: float = 1.0
     """How many times slower than the group's narrowest register SLP's vectors run this loop's fmas
     (4 f32 lanes in a group of 8: 2); 1 otherwise."""
+    running_sums: int = 0
+    """The running vectors of an innermost loop whose every running value is an `arith.addf`'s sum (a row
+    sum, a softmax's denominators), as the backend adds them (`running_vectors`); 0: not such a loop."""
     enclosing: tuple[int, ...] = ()
     """Ids of this loop and the loops around it, outermost first (not the root)."""
     subtree: frozenset[int] = frozenset()
@@ -359,6 +362,8 @@ class _Walk:
                 inner.vector_lanes = backend_lanes(op, inner, self.vector_bits)
                 self.lanes = max(self.lanes, inner.vector_lanes)
             inner.chains = self._fma_chains(op, inner)
+            if not inner.chains and self.fma_chains:
+                inner.running_sums = running_vectors(op, self.vector_bits)
             store = _in_place_fma(op) if not inner.chains and self.fma_chains and parent.op is not None else None
             if store is not None and not any(parent.id in self._index(v).loops() for v in store.operands[2:]):
                 # The loop around it comes back to the same elements: a chain per vector, through memory.
@@ -473,6 +478,26 @@ def _fma_recurrences(op: scf.ForOp) -> int:
         if not isinstance(owner, Operation) or owner.name not in _FMA or owner.operands[2] is not arg:
             return 0
     return len(carried)
+
+
+def running_vectors(op: scf.ForOp, vector_bits: int) -> int:
+    """The chains of dependent additions of a loop whose every running value is `acc + term` (`arith.addf`,
+    the accumulator an operand), as the native backend runs them; 0 for any other loop.
+
+    The translator's ordered sums (`presk.lowering.llvm.running_sums`) keep the sums of a block of rows in
+    the lanes of vectors of up to `group` sums and add each iteration's terms to them in order: a chain
+    of one addition per iteration for each running vector, however wide the terms' vectors are."""
+    block = op.body.block
+    carried = block.args[1:]
+    yielded = block.last_op
+    if not carried or not isinstance(yielded, scf.YieldOp) or not all(_is_float(a.type) for a in carried):
+        return 0
+    for arg, value in zip(carried, yielded.operands, strict=True):
+        owner = value.owner
+        if not isinstance(owner, Operation) or owner.name != "arith.addf" or arg not in owner.operands:
+            return 0
+    plan = ordered_sums(op, vector_bits) if vector_bits else None
+    return len(carried) // plan.group if plan is not None else len(carried)
 
 
 def _in_place_fma(op: scf.ForOp) -> Operation | None:
@@ -627,6 +652,9 @@ def _stall(walk: _Walk, runs: list[int], needed: int) -> float:
         return 0.0
     stall = 0.0
     for loop in walk.loops:
+        if loop.running_sums:
+            stall += _sum_latency(loop, runs[loop.id], needed)
+            continue
         if not loop.chains:
             continue
         if loop.through_memory:  # the chain is carried by the enclosing loop: no two executions overlap
@@ -637,6 +665,22 @@ def _stall(walk: _Walk, runs: list[int], needed: int) -> float:
         if chains < step or loop.narrow > 1.0:
             stall += loop.work * runs[loop.id] * (loop.narrow * max(1.0, step / chains) - 1.0)
     return stall
+
+
+def _sum_latency(loop: _Loop, runs: int, needed: int) -> float:
+    """The work a loop of running sums adds while its additions wait for each other.
+
+    With r < `needed` running vectors, an iteration takes at least one addition's latency (its chains
+    advance together), in which the core could have done `needed` · lanes of the loop's work (the
+    latency times the units, each `lanes` wide): the stall is what the iteration's own work W_iter falls
+    short of that, `needed` · lanes − W_iter, or 0. A softmax's denominators summed a row at a time (one
+    chain) stall; eight rows summed in the lanes of one vector, whose exponentials are eight times the
+    work, do not. Consecutive executions overlap within the reorder window, as in `_stall`."""
+    if loop.running_sums >= needed:
+        return 0.0
+    operations = loop.trip * (loop.running_sums + loop.loads + 2)
+    floor = needed * loop.vector_lanes / max(1.0, REORDER_WINDOW / operations)
+    return runs * max(0.0, floor - loop.work)
 
 
 # --------------------------------------------------------------------------- bytes and traffic

@@ -210,6 +210,23 @@ def test_no_stall_without_the_chains_and_no_slp_without_the_width() -> None:
     assert kernel_terms(kernel(ADD.replace("$ATTR", "{psk_kernel.parallel}")), with_chains(desc(), 512)).stall == 0
 
 
+def test_a_loop_of_running_sums_waits_for_its_additions() -> None:
+    # Row sums of 8 rows of 64 f64: one running sum a row. At 512 bits the translator's ordered sums take
+    # 4 iterations at a time (256 bits of f64), each added to the one sum in turn: a chain of one addition
+    # per iteration, in which the core could do 8 chains · 4 lanes = 32 W. The iteration's own work is its
+    # addition, 1 W: a stall of 31 W an iteration. An execution is 64 · (1 sum + 1 load + 2) = 256
+    # operations, one reorder window: no overlap. 8 · 64 · 31 = 15 872.
+    rows = kernel(_reduction(8, 64, outer="i"))
+    terms = kernel_terms(rows, with_chains(desc(), 512))
+    assert (terms.lanes, terms.work, terms.stall) == (4, 8 * 64, 8 * 64 * 31)
+    # 8 columns: an execution is 8 · 4 = 32 operations, 8 of which the window overlaps: 32 / 8 = 4 W an
+    # iteration at the least, a stall of 3. 8 · 8 · 3 = 192.
+    short = kernel_terms(kernel(_reduction(8, 8, outer="i")), with_chains(desc(), 512))
+    assert short.stall == 8 * 8 * 3
+    # A profile written before fma_chains: no stall.
+    assert kernel_terms(rows, with_vectors(desc(), 512)).stall == 0
+
+
 def test_a_vector_wider_than_the_register_runs_as_several() -> None:
     # VECTOR_OPS writes vector<8xf32> (256 bits). On 128-bit registers each is two of 4 lanes: the kernel's
     # lanes are 4 and each vector access counts twice (1 + 4·2·2 loads); on 256 bits, as written (1 + 4·2).
