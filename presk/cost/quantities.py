@@ -273,7 +273,7 @@ class _Loop:
     (4 f32 lanes in a group of 8: 2); 1 otherwise."""
     running_sums: int = 0
     """The running vectors of an innermost loop whose every running value is an `arith.addf`'s sum (a row
-    sum, a softmax's denominators), as the backend adds them (`running_vectors`); 0: not such a loop."""
+    sum, a softmax's denominators), as the backend adds them (`_running_vectors`); 0: not such a loop."""
     enclosing: tuple[int, ...] = ()
     """Ids of this loop and the loops around it, outermost first (not the root)."""
     subtree: frozenset[int] = frozenset()
@@ -363,7 +363,7 @@ class _Walk:
                 self.lanes = max(self.lanes, inner.vector_lanes)
             inner.chains = self._fma_chains(op, inner)
             if not inner.chains and self.fma_chains:
-                inner.running_sums = running_vectors(op, self.vector_bits)
+                inner.running_sums = _running_vectors(op, self.vector_bits)
             store = _in_place_fma(op) if not inner.chains and self.fma_chains and parent.op is not None else None
             if store is not None and not any(parent.id in self._index(v).loops() for v in store.operands[2:]):
                 # The loop around it comes back to the same elements: a chain per vector, through memory.
@@ -480,7 +480,7 @@ def _fma_recurrences(op: scf.ForOp) -> int:
     return len(carried)
 
 
-def running_vectors(op: scf.ForOp, vector_bits: int) -> int:
+def _running_vectors(op: scf.ForOp, vector_bits: int) -> int:
     """The chains of dependent additions of a loop whose every running value is `acc + term` (`arith.addf`,
     the accumulator an operand), as the native backend runs them; 0 for any other loop.
 
