@@ -115,17 +115,22 @@ def _run(args: argparse.Namespace, plan: Plan | None, source: Source, passes: tu
     backend = "" if args.backend == "interp" else f", {args.backend} backend"
     print(f"@{args.entry} ({_arithmetic(args, plan)}{backend}):")
     digits = 17 if args.bits is None else max(17, int(args.bits * 0.30103) + 1)
+    gradients = program.gradients.get(args.entry, {})
     for i, (value, t) in enumerate(zip(outputs, func.function_type.outputs.data)):
-        print_output(f"result {i}", value, t, digits, args.print_values)
+        print_output(f"result {i}", value, t, digits, args.print_values, gradients.get(i))
     if args.output:
-        save_outputs(args.output, outputs, realized=realized, gradients=program.gradients.get(args.entry, {}))
+        save_outputs(args.output, outputs, realized=realized, gradients=gradients)
         print(f"saved to {args.output}")
     return 0
 
 
-def print_output(label: str, value: Any, t: Attribute, digits: int, full: bool) -> None:
+def print_output(
+    label: str, value: Any, t: Attribute, digits: int, full: bool, gradient: GradientResult | None = None
+) -> None:
+    """A result's type, then a line per leaf; a gradient's leaves named as `--output` keys them (`params.w`)."""
     print(f"  {label}: {describe(t)}")
-    for path, leaf in leaf_items(value):
+    leaves = output_keys([value], {0: gradient}) if gradient is not None else leaf_items(value)
+    for path, leaf in leaves:
         name = f"    {path}: " if path else "    "
         if np.ndim(leaf) == 0:
             print(f"{name}{_number(leaf, digits)}")

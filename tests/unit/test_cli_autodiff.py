@@ -71,8 +71,10 @@ def test_gradient_leaves_are_keyed_as_the_inputs(minigpt_grad: str, tmp_path: Pa
     """`--output` writes the gradient of `params` under `params.…`: the same keys `--inputs` reads, so the
     gradient file (with the ids added) is a valid input file of the same entry."""
     out_file, in_file = tmp_path / "g.npz", tmp_path / "in.npz"
-    status, _, err = run("run", minigpt_grad, "--entry", "loss_grad", *SIZES, "--output", str(out_file))
+    status, out, err = run("run", minigpt_grad, "--entry", "loss_grad", *SIZES, "--output", str(out_file))
     assert status == 0, err
+    printed = [line.split(":")[0].strip() for line in out.splitlines()[2:] if line.startswith("    ")]
+    assert printed[0] == "value" and "params.tok_emb" in printed  # printed as the file keys them
     gradient = {k: v for k, v in np.load(out_file).items() if k != "value"}
     ids = np.zeros((2, 3), dtype=np.int64)
     np.savez(in_file, **gradient, ids=ids, targets=ids)
