@@ -197,7 +197,7 @@ def load_program(
         if any(isinstance(op, FoldOp) for op in module.walk()):
             # A fold's gradient runs its layers one by one: the layer count must be an integer.
             _bind_keeping_declarations(ctx, parsed, env)
-        _run_located(ctx, AutoDiff(remat=remat, entries=",".join(sorted(reached or ()))), parsed)
+        _run_located(ctx, AutoDiff(remat=remat, entries=",".join(entries or ())), parsed)
     reports = optimize_module(parsed.module) if opt else []
     if opt:
         lines = format_reports(reports).splitlines()

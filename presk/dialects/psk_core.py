@@ -339,7 +339,7 @@ class WhereOp(PSKCoreOp):
         print_tail(printer, self)
 
 
-COMPARISONS: dict[str, str] = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+COMPARISONS: tuple[str, ...] = ("eq", "ne", "lt", "le", "gt", "ge")
 """The predicates of `compare`, IEEE's: every one but `ne` is false where an operand is NaN."""
 
 

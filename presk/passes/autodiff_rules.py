@@ -464,7 +464,7 @@ def _reduce_max(b: Emit, op: core.ReduceMaxOp, ct: SSAValue) -> SSAValue:
     x = b.p(op.operand)
     hit = b.op(core.CompareOp("eq", x, b.broadcast_like(b.p(op.result), x)))
     ones = b.add(b.op(core.ZerosLikeOp(b.like(op.operand))), b.const(1.0))
-    count = b.sum(b.where(hit, ones, 0.0), [a for a in op.axes])
+    count = b.sum(b.where(hit, ones, 0.0), list(op.axes))
     return b.where(hit, b.div(b.broadcast_like(ct, x), b.broadcast_like(count, x)), 0.0)
 
 
