@@ -6,6 +6,7 @@
     python bench/bench_gpt.py --quick                          # D=64, H=2, L=2, C=64, B=2, T=32, 3 rounds
     python bench/bench_gpt.py --grad --no-default --plan bench/plans/gpt_grad_plan.json   # loss_grad vs forward+backward
     python bench/bench_gpt.py --step --no-default --plan bench/plans/gpt_grad_plan.json   # a training step, AdamW too
+    python bench/bench_gpt.py --step --no-default --plan auto --profile P.json --opt    # and the step after --opt
 
 The model is the program's (`--const` overrides its constants, default the
 course GPT's D=384, H=6, L=6, C=256 with the file's V=92; `--dims` binds B
@@ -36,7 +37,11 @@ depend on the thread count, and its time reported apart); torch eager (f32,
 `torch.no_grad()`); torch.compile (default mode, compiled before the
 timing; skipped, saying why, if it fails). Every contender is compiled and
 prepared once (presk: `HostProgram` on inputs converted once, as
-bench_programs.py does), then `timing.side_by_side`: a warm-up call each,
+bench_programs.py does); with `--opt`, each presk contender again on the
+program `presk train --opt` compiles (differentiated, then rewritten by
+psk-egraph-opt), at the default layouts and under `--plan auto` (a plan of
+its own: the rewrite renumbers the nests a plan file names, so a plan file
+is not applied to it). Then `timing.side_by_side`: a warm-up call each,
 `--rounds` interleaved rounds of `--block` calls, medians and quartiles,
 and each contender's median over torch eager's (above 1: slower than
 eager). Output: a markdown table and one JSON line per thread count.
@@ -247,6 +252,32 @@ def training(host: Any, prepared: list[Any]) -> Any:
     return step
 
 
+def _rewritten_module(text: str, entry: str, consts: dict[str, int], dims: dict[str, int]) -> Any:
+    """`--opt`: the program as `presk train --opt` compiles it, differentiated, then rewritten by psk-egraph-opt.
+
+    Loaded as the commands load it (the training step added first with
+    `--step`), so the rewrite sees the same gradient functions `entry` reaches.
+    """
+    from presk.cli.program import load_program
+    from presk.cli.source import Source
+    from presk.cli.train import add_train_step
+
+    names: list[str] = []
+
+    def extend(parsed: Any) -> None:
+        if entry != GRAD_ENTRY and entry != ENTRY:
+            names.append(add_train_step(parsed, ENTRY, "adamw.step"))
+
+    if entry in (GRAD_ENTRY, ENTRY):
+        names.append(entry)
+    start = time.perf_counter()
+    program = load_program(Source(str(PROGRAM), text), [f"{k}={v}" for k, v in dims.items()],
+                           [f"{k}={v}" for k, v in consts.items()], extend=extend, opt=True, entries=names)  # fmt: skip
+    assert names == [entry], (names, entry)
+    _say(f"  --opt: psk-egraph-opt in {time.perf_counter() - start:.1f} s")
+    return program.parsed.module
+
+
 class NotTimed(Exception):
     """A contender this mode does not time, and why."""
 
@@ -307,6 +338,9 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
         from presk.cli.train import add_train_step, zeros_like_tree
 
         entry = add_train_step(parsed, ENTRY, "adamw.step")
+    rewritten = _rewritten_module(text, entry, args.consts, args.dims) if args.opt else None
+    variants = [("", module)] + ([(" --opt", rewritten)] if rewritten is not None else [])
+    if args.step:
         zeros = [zeros_like_tree(values[0])] * 2
         values = [values[0], *zeros, np.float64(STEP_BETAS[0]), np.float64(STEP_BETAS[1]), np.float64(STEP_LR),
                   *values[1:]]  # fmt: skip
@@ -317,9 +351,9 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
                               "inputs": args.inputs, "rounds": args.rounds, "block": args.block,
                               "compile_s": {}, "planning_s": {}, "loss": {}}  # fmt: skip
 
-    def host_of(plan: Plan, label: str) -> tuple[Any, list[Any], float]:
+    def host_of(plan: Plan, label: str, source: Any) -> tuple[Any, list[Any], float]:
         start = time.perf_counter()
-        host = HostProgram(lower(module, entry, env, plan), runner)
+        host = HostProgram(lower(source, entry, env, plan), runner)
         prepared = host.prepare_inputs(leaves)
         outputs = host(prepared)  # compiles the kernels (or reads the cache)
         loss = float(np.asarray(outputs[0], dtype=np.float64))
@@ -333,32 +367,38 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
     gradients: dict[str, dict[str, Any]] = {}
     presk: dict[str, tuple[Any, list[Any], float]] = {}
     if not args.no_default:
-        presk["presk"] = host_of(plan_from_options("f32", None), "presk")
+        for suffix, source in variants:
+            presk["presk" + suffix] = host_of(plan_from_options("f32", None), "presk" + suffix, source)
     plans: dict[str, Any] = {}
     for spec in args.plan:
-        if spec == "auto":
-            from presk.cli.auto_plan import resolve_profile
-            from presk.target import target_machine
-            from presk.tuning.plan import make_plan
+        for suffix, source in variants:
+            if spec == "auto":
+                # Each program planned for itself: a plan names the nests of the program it was made for.
+                from presk.cli.auto_plan import resolve_profile
+                from presk.target import target_machine
+                from presk.tuning.plan import make_plan
 
-            label = "presk plan auto"
-            start = time.perf_counter()
-            profile = resolve_profile(args.profile, target_machine(), sys.stderr)  # measured on first use
-            record["planning_s"]["profile"] = time.perf_counter() - start
-            start = time.perf_counter()
-            result = make_plan(module, entry, env, "f32", profile, warn=sys.stderr)
-            record["planning_s"][label] = time.perf_counter() - start
-            _say(f"  {label}: {len(result.choices)} nests planned with {profile} in "
-                 f"{record['planning_s'][label]:.1f} s ({result.lowered} points priced)")  # fmt: skip
-            plan, plans[label] = parse_plan(result.plan, "--plan auto"), result.plan
-        else:
-            label = f"presk plan {Path(spec.lstrip('@')).name}"
-            plan = read_plan(spec)
-            plans[label] = {"file": spec, "layout": plan.layout}
-        if plan.realization.default != "f32" or plan.realization.sites:
-            _say(f"  warning: {label} realizes {plan.realization.default} {plan.realization.sites or ''}, "
-                 "not f32 throughout: its times are not f32's")  # fmt: skip
-        presk[label] = host_of(plan, label)
+                label = "presk plan auto" + suffix
+                start = time.perf_counter()
+                profile = resolve_profile(args.profile, target_machine(), sys.stderr)  # measured on first use
+                record["planning_s"].setdefault("profile", time.perf_counter() - start)
+                start = time.perf_counter()
+                result = make_plan(source, entry, env, "f32", profile, warn=sys.stderr)
+                record["planning_s"][label] = time.perf_counter() - start
+                _say(f"  {label}: {len(result.choices)} nests planned with {profile} in "
+                     f"{record['planning_s'][label]:.1f} s ({result.lowered} points priced)")  # fmt: skip
+                plan, plans[label] = parse_plan(result.plan, "--plan auto"), result.plan
+            elif suffix:
+                _say(f"  {spec} --opt: not timed, the plan names the nests of the program before the rewrite")
+                continue
+            else:
+                label = f"presk plan {Path(spec.lstrip('@')).name}" + suffix
+                plan = read_plan(spec)
+                plans[label] = {"file": spec, "layout": plan.layout}
+            if plan.realization.default != "f32" or plan.realization.sites:
+                _say(f"  warning: {label} realizes {plan.realization.default} {plan.realization.sites or ''}, "
+                     "not f32 throughout: its times are not f32's")  # fmt: skip
+            presk[label] = host_of(plan, label, source)
     record["plans"] = plans
 
     ids, targets = (torch.from_numpy(np.ascontiguousarray(named[k], dtype=np.int64)) for k in ("ids", "targets"))
@@ -393,7 +433,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
                                          if label != "presk" and default_loss is not None}  # fmt: skip
 
     if args.check_f64 and not (args.grad or args.step):
-        host64, prepared64, loss64 = host_of(plan_from_options("f64", None), "presk f64")
+        host64, prepared64, loss64 = host_of(plan_from_options("f64", None), "presk f64", module)
         del host64, prepared64
         with torch.no_grad():
             torch64 = float(torch_gpt(torch, named, env, torch.float64)(ids, targets))
@@ -508,6 +548,9 @@ def main() -> None:
                              "forward, backward and fused AdamW")  # fmt: skip
     parser.add_argument("--grad", action="store_true",
                         help=f"time @{GRAD_ENTRY}, the loss and its gradient, against torch's forward and backward")
+    parser.add_argument("--opt", action="store_true",
+                        help="also time each presk contender on the program rewritten by psk-egraph-opt "
+                             "(docs/egraph.md), side by side with the plain one")  # fmt: skip
     parser.add_argument("--json", metavar="FILE", help="also write the records to FILE")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--check-f64", action="store_true", help=argparse.SUPPRESS)
@@ -545,7 +588,7 @@ def main() -> None:
                    *([f"--profile={args.profile}"] if args.profile else []),
                    *([f"--inputs={args.inputs}"] if args.inputs else []),
                    *(["--grad"] if args.grad else []), *(["--no-default"] if args.no_default else []),
-                   *(["--step"] if args.step else [])]  # fmt: skip
+                   *(["--step"] if args.step else []), *(["--opt"] if args.opt else [])]  # fmt: skip
     start = time.perf_counter()
     records: list[dict[str, Any]] = []
     for i, threads in enumerate(thread_counts):

@@ -35,6 +35,7 @@ from presk.cli.program import (
     add_size_arguments,
     entries_of,
     load_program,
+    opt_of,
     pipeline_of,
     plan_of,
 )
@@ -91,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
         open_profile(args.calibrate, target_machine(), args.rules)
     source = read_input(args.file)
     try:
-        program = load_program(source, args.dim, args.const, passes, opt=args.opt, entries=entries_of(args))
+        program = load_program(source, args.dim, args.const, passes, opt=opt_of(args), entries=entries_of(args))
     except PreskError as error:
         raise error.located(source.name) from None
     runner = make_runner(args.backend, args.threads)

@@ -38,6 +38,7 @@ from presk.cli.program import (
     add_size_arguments,
     entries_of,
     load_program,
+    opt_of,
     pipeline_of,
     plan_of,
     realize_program,
@@ -94,7 +95,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _dump(args: argparse.Namespace, stage: str, plan: Any, source: Source, passes: tuple[ModulePass, ...]) -> int:
     core_opt = stage == "core-opt"  # the program rewritten, and the report of every function on stderr
-    program = load_program(source, args.dim, args.const, passes, opt=args.opt or core_opt, opt_report=core_opt,
+    program = load_program(source, args.dim, args.const, passes, opt=opt_of(args) or core_opt, opt_report=core_opt,
                            entries=entries_of(args))
     module, aliases = program.parsed.module, program.parsed.aliases
     if stage in ("kernel", "llvm"):

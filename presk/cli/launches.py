@@ -20,7 +20,7 @@ import argparse
 import sys
 from typing import Any
 
-from presk.cli.program import add_input_arguments, add_size_arguments, entries_of, load_program, pipeline_of
+from presk.cli.program import add_input_arguments, add_size_arguments, entries_of, load_program, opt_of, pipeline_of
 from presk.cli.source import read_input
 from presk.cost.launches import breakdown, format_breakdown, format_table, launch_table
 from presk.diagnostics import PreskError
@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
     passes = pipeline_of(args)
     source = read_input(args.file)
     try:
-        program = load_program(source, args.dim, args.const, passes, opt=args.opt, entries=entries_of(args))
+        program = load_program(source, args.dim, args.const, passes, opt=opt_of(args), entries=entries_of(args))
         module, env = program.parsed.module, program.env
         entries = args.entry or None
         text = format_table(launch_table(module, entries, env))

@@ -45,6 +45,7 @@ from presk.universe import load_multiverse
 from presk.passes.autodiff import AutoDiff
 from presk.passes.bind import BindSizes
 from presk.passes.egraph import FunctionReport, format_reports, optimize_module
+from presk.passes.egraph_prices import profile_prices
 from presk.passes.fuse import FuseElementwise
 from presk.passes.realize import apply_plan
 from presk.plans import Plan, plan_from_options, realization_record
@@ -76,6 +77,27 @@ def add_input_arguments(parser: argparse.ArgumentParser, required: bool = True) 
         help="rewrite the PSK-Core program by equality saturation (psk-egraph-opt, docs/egraph.md) after "
         "--pass-pipeline and differentiation; a summary line on stderr",
     )
+    parser.add_argument(
+        "--opt-profile",
+        metavar="P.json",
+        help="with --opt (implied): extract the program the cost profile's roofline predicts fastest at the bound "
+        "sizes, elementwise operations priced inside their fusion groups, instead of by operation counts",
+    )
+
+
+@dataclass(frozen=True)
+class OptPricing:
+    """`--opt-profile`: psk-egraph-opt's extraction priced by this profile's roofline, in `realize`'s types."""
+
+    profile: str
+    realize: str = "f64"
+
+
+def opt_of(args: argparse.Namespace) -> bool | OptPricing:
+    """`load_program`'s `opt` for `--opt`/`--opt-profile` (in `--realize`'s types, f64 without it)."""
+    if getattr(args, "opt_profile", None):
+        return OptPricing(args.opt_profile, getattr(args, "realize", None) or "f64")
+    return bool(getattr(args, "opt", False))
 
 
 def program_of(args: argparse.Namespace) -> Program:
@@ -83,7 +105,7 @@ def program_of(args: argparse.Namespace) -> Program:
     passes = pipeline_of(args)
     source = read_input(args.file)
     try:
-        return load_program(source, args.dim, args.const, passes, opt=args.opt, entries=entries_of(args))
+        return load_program(source, args.dim, args.const, passes, opt=opt_of(args), entries=entries_of(args))
     except PreskError as error:
         raise error.located(source.name) from None
 
@@ -155,7 +177,7 @@ def load_program(
     passes: Sequence[ModulePass] = (),
     extend: Callable[[ParsedModule], None] | None = None,
     remat: str = "save",
-    opt: bool = False,
+    opt: bool | OptPricing = False,
     opt_report: bool = False,
     entries: Sequence[str] | None = None,
 ) -> Program:
@@ -165,7 +187,9 @@ def load_program(
     adds the function of its step there, so the user's pipeline sees it too);
     `remat` is the mode of the `psk-autodiff` run here (`presk train --remat`).
     `opt` (`--opt`) then rewrites every function by equality saturation
-    (`psk-egraph-opt` at its default limits), gradients included, and
+    (`psk-egraph-opt` at its default limits), gradients included, its
+    extraction priced by operation counts, or with `OptPricing`
+    (`--opt-profile`) by the profile's roofline at these sizes, fusion-aware; it
     writes the report's summary line on stderr (with `opt_report`, a line
     per function before it: `presk dump --stage core-opt`).
     `entries` (read after `extend` ran, so it may name what `extend` adds)
@@ -198,7 +222,8 @@ def load_program(
             # A fold's gradient runs its layers one by one: the layer count must be an integer.
             _bind_keeping_declarations(ctx, parsed, env)
         _run_located(ctx, AutoDiff(remat=remat, entries=",".join(entries or ())), parsed)
-    reports = optimize_module(parsed.module) if opt else []
+    prices = profile_prices(opt.profile, opt.realize, env) if isinstance(opt, OptPricing) else None
+    reports = optimize_module(parsed.module, prices=prices) if opt else []
     if opt:
         lines = format_reports(reports).splitlines()
         sys.stderr.write("".join(line + "\n" for line in (lines if opt_report else lines[-1:])))

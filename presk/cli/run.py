@@ -22,12 +22,13 @@ from xdsl.passes import ModulePass
 
 from presk.cli.program import (
     GradientResult,
-    add_input_arguments,
     add_auto_plan_arguments,
+    add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
     entries_of,
     load_program,
+    opt_of,
     pipeline_of,
     plan_of,
     realize_program,
@@ -87,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, plan: Plan | None, source: Source, passes: tuple[ModulePass, ...]) -> int:
     if args.bits is not None and not 8 <= args.bits <= 100_000:
         raise PreskError("E4001", f"--bits {args.bits}: choose a precision between 8 and 100000 bits")
-    program = load_program(source, args.dim, args.const, passes, opt=args.opt, entries=entries_of(args))
+    program = load_program(source, args.dim, args.const, passes, opt=opt_of(args), entries=entries_of(args))
     module, env = program.parsed.module, program.env
     func = find_entry(module, args.entry)
     if args.inputs:

@@ -61,6 +61,7 @@ from presk.cli.program import (
     add_realize_arguments,
     add_size_arguments,
     load_program,
+    opt_of,
     pipeline_of,
     plan_of,
     realize_program,
@@ -420,7 +421,7 @@ def _train(
 
     start = time.perf_counter()
     try:
-        program = load_program(source, args.dim, args.const, passes, extend=extend, remat=args.remat, opt=args.opt,
+        program = load_program(source, args.dim, args.const, passes, extend=extend, remat=args.remat, opt=opt_of(args),
                                entries=names)
         entry = names[0]
         ids_type = check_loss(program.parsed.module, args.loss).data[0]

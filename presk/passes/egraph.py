@@ -30,6 +30,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from presk.diagnostics import PreskError
 from presk.passes import egraph_rules as R
+from presk.passes.egraph_prices import Prices, profile_prices
 from presk.passes.egraph_terms import FunctionGraph, Serialized, Unsupported, extract, write_back
 
 
@@ -58,18 +59,29 @@ class FunctionReport:
     saturation_seconds: float = 0.0
     extraction_seconds: float = 0.0
     rewritten: bool = False
+    pricing: str = "counts"
+    """`counts` (the costs are operation counts), or `roofline`/`fused` (seconds a profile predicts)."""
 
     @property
     def hit_limit(self) -> bool:
         return self.stop.endswith("limit")
 
     def line(self) -> str:
-        cost = f"cost {self.cost_before:.2f} -> {self.cost_after:.2f}"
+        before, after = _cost(self.pricing, self.cost_before), _cost(self.pricing, self.cost_after)
+        cost = f"{_cost_words(self.pricing)} {before} -> {after}"
         return (
             f"@{self.function}: {self.stop}, {self.iterations} iterations, {self.nodes} nodes, "
             f"lets {self.lets_before} -> {self.lets_after}, {cost}, "
             f"saturation {self.saturation_seconds:.3f} s, extraction {self.extraction_seconds:.3f} s"
         )
+
+
+def _cost_words(pricing: str) -> str:
+    return "cost" if pricing == "counts" else f"predicted ({pricing})"
+
+
+def _cost(pricing: str, value: float) -> str:
+    return f"{value:.2f}" if pricing == "counts" else f"{value * 1e6:.1f} us"
 
 
 def format_reports(reports: list[FunctionReport]) -> str:
@@ -79,10 +91,12 @@ def format_reports(reports: list[FunctionReport]) -> str:
     limited = [r for r in reports if r.hit_limit]
     before = sum(r.lets_before for r in reports)
     after = sum(r.lets_after for r in reports)
+    pricing = reports[0].pricing if reports else "counts"
+    cost_before = _cost(pricing, sum(r.cost_before for r in reports))
+    cost_after = _cost(pricing, sum(r.cost_after for r in reports))
     lines.append(
         f"psk-egraph-opt: {len(rewritten)} of {len(reports)} functions changed, lets {before} -> {after}, "
-        f"cost {sum(r.cost_before for r in reports):.2f} -> {sum(r.cost_after for r in reports):.2f}, "
-        f"{len(limited)} stopped on a limit"
+        f"{_cost_words(pricing)} {cost_before} -> {cost_after}, {len(limited)} stopped on a limit"
     )
     return "\n".join(lines)
 
@@ -118,16 +132,21 @@ def saturate(graph: FunctionGraph, limits: Limits, families: tuple[str, ...] | N
 
 
 def optimize_function(
-    fn: func.FuncOp, limits: Limits, families: tuple[str, ...] | None = None, extraction: str = "dag"
+    fn: func.FuncOp,
+    limits: Limits,
+    families: tuple[str, ...] | None = None,
+    extraction: str = "dag",
+    prices: Prices | None = None,
 ) -> FunctionReport:
     """Rewrite one function in place (through a clone that replaces it only once it verifies)."""
     name = fn.sym_name.data
     lets = len(list(fn.body.block.ops)) - 1
-    report = FunctionReport(name, "left as it was", lets_before=lets, lets_after=lets)
+    prices = prices or Prices()
+    report = FunctionReport(name, "left as it was", lets_before=lets, lets_after=lets, pricing=prices.name)
     rewriter = Rewriter()
     clone = fn.clone()
     try:
-        graph = FunctionGraph(clone)
+        graph = FunctionGraph(clone, prices)
         report.cost_before = report.cost_after = graph.cost_before
         stop, report.iterations, report.nodes, report.saturation_seconds = saturate(graph, limits, families)
         start = time.perf_counter()
@@ -136,8 +155,9 @@ def optimize_function(
         extracted = extract(graph, ser, roots, extraction)
         report.extraction_seconds = time.perf_counter() - start
         report.stop = stop
-        if extracted.cost > graph.cost_before + 1e-9:
-            report.stop = f"{stop}; left as it was: the extracted term costs more ({extracted.cost:.2f})"
+        if extracted.cost > graph.cost_before * (1 + 1e-9) + 1e-12:
+            dearer = _cost(prices.name, extracted.cost)
+            report.stop = f"{stop}; left as it was: the extracted term costs more ({dearer})"
             return report
         lets_after = write_back(graph, ser, extracted, roots)
         rewriter.insert_op(clone, InsertPoint.after(fn))
@@ -158,16 +178,21 @@ def optimize_function(
 
 
 def optimize_module(
-    module: ModuleOp, limits: Limits = Limits(), families: tuple[str, ...] | None = None, extraction: str = "dag"
+    module: ModuleOp,
+    limits: Limits = Limits(),
+    families: tuple[str, ...] | None = None,
+    extraction: str = "dag",
+    prices: Prices | None = None,
 ) -> list[FunctionReport]:
     """Every function with a body, in module order; the reports in the same order."""
     functions = [op for op in module.body.block.ops if isinstance(op, func.FuncOp) and not op.is_declaration]
-    return [optimize_function(fn, limits, families, extraction) for fn in functions]
+    return [optimize_function(fn, limits, families, extraction, prices) for fn in functions]
 
 
 @dataclass(frozen=True)
 class EGraphOpt(ModulePass):
-    """`psk-egraph-opt{iterations=30 nodes=20000 seconds=2.0 rules="algebra,..." extraction=dag report=false}`."""
+    """`psk-egraph-opt{iterations=30 nodes=20000 seconds=2.0 rules="algebra,..." extraction=dag report=false
+    profile=P.json fusion=true realize=f64}`."""
 
     name = "psk-egraph-opt"
 
@@ -180,6 +205,13 @@ class EGraphOpt(ModulePass):
     """Print the per-function report on stderr."""
     extraction: str = "dag"
     """`dag` (a shared subterm paid once) or `tree` (the seed's: paid at each use)."""
+    profile: str = ""
+    """A cost profile (`presk bench --calibrate`): extraction priced in seconds by its roofline, at the
+    module's bound sizes, instead of by operation counts."""
+    fusion: bool = True
+    """With a profile: elementwise nodes priced inside their fusion groups (no bytes, no launch)."""
+    realize: str = "f64"
+    """With a profile: the realization whose roofline and element size price the nodes."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         families: tuple[str, ...] | None = None
@@ -193,6 +225,8 @@ class EGraphOpt(ModulePass):
             raise PreskError("E4001", f"no extraction '{self.extraction}' (dag or tree)")
         if self.iterations < 1 or self.nodes < 1 or self.seconds <= 0:
             raise PreskError("E4001", "iterations, nodes and seconds are positive")
-        reports = optimize_module(op, Limits(self.iterations, self.nodes, self.seconds), families, self.extraction)
+        prices = profile_prices(self.profile, self.realize, fused=self.fusion) if self.profile else None
+        limits = Limits(self.iterations, self.nodes, self.seconds)
+        reports = optimize_module(op, limits, families, self.extraction, prices)
         if self.report:
             print(format_reports(reports), file=sys.stderr)

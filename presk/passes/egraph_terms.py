@@ -35,6 +35,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, TupleType
 from presk.passes import egraph_rules as R
+from presk.passes.egraph_prices import KINDS, NodeFacts, Prices, UnboundSize
 
 MULTI = 1
 """The type id of an operation node with several results (not itself a value)."""
@@ -42,34 +43,6 @@ MULTI = 1
 
 class Unsupported(Exception):
     """A function body the pass leaves as it is (said in the report)."""
-
-
-# -- costs: operation counts --------------------------------------------------------
-
-STRUCTURAL = 0.01
-COSTS: dict[str, float] = {
-    "T": 0.0, "Nil": 0.0, "Cons": 0.0, "Res": 0.0,
-    "Const": STRUCTURAL, "ZerosLike": STRUCTURAL, "Field": STRUCTURAL, "SetField": STRUCTURAL,
-    "Record": STRUCTURAL, "Tuple": STRUCTURAL, "Proj": STRUCTURAL,
-    "Add": 1.0, "Sub": 1.0, "Mul": 1.0, "Div": 1.0, "Neg": 1.0, "BroadcastLike": 1.0,
-    "Pow": 0.9, "Exp": 2.0, "Log": 2.0, "Sqrt": 2.0,
-    "Sum": 1.0, "Mean": 1.0, "SumTo": 1.0,
-    "Dot": 8.0, "Ein": 8.0,
-}  # fmt: skip
-"""The seed's operation counts: structural 0.01, elementwise 1, powers 0.9, transcendental 2,
-reductions 1, contractions and loops 8 (a term's cost is its nodes', each shared node once)."""
-
-OPAQUE_COSTS: dict[str, float] = {
-    "func.call": 8.0, "psk_core.fold": 8.0, "psk_core.grad": 8.0, "psk_core.value_and_grad": 8.0,
-    "psk_core.ein": 8.0, "psk_core.softmax": 2.0, "psk_core.cross_entropy": 2.0, "psk_core.tanh": 2.0,
-    "psk_core.gelu": 2.0, "psk_core.erf": 2.0, "psk_core.size": STRUCTURAL, "psk_core.arange": STRUCTURAL,
-    "psk_core.causal_mask": STRUCTURAL, "psk_core.split": STRUCTURAL, "psk_core.merge": STRUCTURAL,
-}  # fmt: skip
-"""Opaque operations by name; any other (max, where, gather, reduce_max, ...) costs 1."""
-
-
-def opaque_cost(name: str) -> float:
-    return OPAQUE_COSTS.get(name, 1.0)
 
 
 # -- the tables the terms index -------------------------------------------------------
@@ -155,8 +128,9 @@ class Original:
 class FunctionGraph:
     """The e-graph of one function body, with the tables its terms index."""
 
-    def __init__(self, fn: func.FuncOp) -> None:
+    def __init__(self, fn: func.FuncOp, prices: Prices | None = None) -> None:
         self.fn = fn
+        self.prices = prices or Prices()
         block = fn.body.block
         self.ret = block.last_op
         if not isinstance(self.ret, func.ReturnOp):
@@ -185,7 +159,7 @@ class FunctionGraph:
             if not op.results:
                 raise Unsupported(f"'{op.name}' has no result")
             term, kind = self._term(op, actions)
-            self.cost_before += COSTS[kind] if kind in COSTS else opaque_cost(op.name)
+            self.cost_before += self.price(_facts_of_op(op, kind))
             if isinstance(op, core.ZerosLikeOp) and isinstance(op.template.type, RecordType):
                 zero_records.add(self.types.id(op.template.type))
             if len(op.results) == 1:
@@ -206,6 +180,12 @@ class FunctionGraph:
         self.root_marks = [self.marks[v] for v in self.ret.operands]
         self.egraph.register(*actions)
         self.extra_rules = [r for tid in sorted(zero_records) for r in R.zeros_record_rule(tid, len(self.types.types[tid].fields))]  # type: ignore[union-attr]
+
+    def price(self, facts: NodeFacts) -> float:
+        try:
+            return self.prices(facts)
+        except UnboundSize as why:
+            raise Unsupported(str(why)) from None
 
     def _bind(self, value: SSAValue, term: R.T, actions: list[Any]) -> None:
         self.terms[value] = term
@@ -353,15 +333,54 @@ class Serialized:
                 self.mark_class[children[0][1]] = node["eclass"]
             self.classes.setdefault(node["eclass"], []).append(Node(op, node["eclass"], children))
         self.lists = {c for c, nodes in self.classes.items() if any(n.op in ("Nil", "Cons") for n in nodes)}
+        self.prices: dict[int, float] = {}
+
+    def list_items(self, eclass: str) -> list[str]:
+        """The classes of a cons list's items, in order."""
+        items: list[str] = []
+        while True:
+            cell = next((n for n in self.classes.get(eclass, []) if n.op == "Cons"), None)
+            if cell is None:
+                return items
+            items.append(cell.children[0][1])
+            eclass = cell.children[1][1]
 
     def valid(self, eclass: str) -> bool:
         return eclass in self.types or eclass in self.lists
 
 
-def node_cost(graph: FunctionGraph, node: Node) -> float:
+def _facts_of_op(op: Operation, kind: str) -> NodeFacts:
+    return NodeFacts(
+        kind, type(op) if kind == "Opaque" else KINDS.get(kind), op.results[0].type if len(op.results) == 1 else None,
+        [v.type for v in op.operands], op.n if isinstance(op, core.PowOp) else None,
+        op.operand_labels if isinstance(op, core.EinOp) else None, op.name,
+    )  # fmt: skip
+
+
+def node_cost(graph: FunctionGraph, ser: Serialized, node: Node) -> float:
+    """The price of one node at the types of its class and its operands' classes (memoized on the node)."""
+    known = ser.prices.get(id(node))
+    if known is not None:
+        return known
+
+    def type_of(eclass: str) -> Attribute | None:
+        tid = ser.types.get(eclass)
+        return None if tid is None else graph.types.types[tid]
+
+    values = [c for kind, c in node.children if kind == "c"]
+    exponent = labels = None
+    name = ""
+    op = KINDS.get(node.op)
     if node.op == "Opaque":
-        return opaque_cost(graph.headers.items[node.children[0][1]].name)
-    return COSTS[node.op]
+        original = graph.headers.items[node.children[0][1]]
+        op, name, values = type(original), original.name, ser.list_items(node.children[1][1])
+    elif node.op == "Pow":
+        exponent = node.children[1][1]
+    elif node.op == "Ein":
+        labels = graph.eins.items[node.children[0][1]][0]
+    facts = NodeFacts(node.op, op, type_of(node.eclass), [type_of(c) for c in values], exponent, labels, name)
+    price = ser.prices[id(node)] = graph.price(facts)
+    return price
 
 
 def extract(graph: FunctionGraph, ser: Serialized, roots: Sequence[str], mode: str = "dag") -> Extracted:
@@ -396,7 +415,7 @@ def extract(graph: FunctionGraph, ser: Serialized, roots: Sequence[str], mode: s
         kids = [c for kind, c in node.children if kind == "c"]
         if any(k not in best for k in kids):
             continue
-        own = node_cost(graph, node)
+        own = node_cost(graph, ser, node)
         old = best.get(node.eclass)
         if mode == "tree":
             total = own + sum(best[k][0] for k in kids)
@@ -430,21 +449,21 @@ def extract(graph: FunctionGraph, ser: Serialized, roots: Sequence[str], mode: s
         raise Unsupported("no typed term for a result")
     choice = {c: entry[2] for c, entry in best.items()}
     if mode == "tree":
-        cost = dag_cost(graph, choice, roots)
+        cost = dag_cost(graph, ser, choice, roots)
         assert cost is not None
         return Extracted(choice, cost)
     by_class: dict[str, list[Node]] = {}
     for node in candidates:
         by_class.setdefault(node.eclass, []).append(node)
-    return Extracted(choice, improve(graph, choice, roots, by_class))
+    return Extracted(choice, improve(graph, ser, choice, roots, by_class))
 
 
-def improve(graph: FunctionGraph, choice: dict[str, Node], roots: Sequence[str], by_class: dict[str, list[Node]],
+def improve(graph: FunctionGraph, ser: Serialized, choice: dict[str, Node], roots: Sequence[str], by_class: dict[str, list[Node]],
             rounds: int = 3) -> float:  # fmt: skip
     """Local search on the whole program: greedy DAG extraction chooses each class for itself, so it
     cannot see that a subterm another result needs anyway is free. Each class the program uses tries
     its other nodes, and a node is kept when the program's DAG cost goes down. Returns the cost."""
-    cost = dag_cost(graph, choice, roots)
+    cost = dag_cost(graph, ser, choice, roots)
     assert cost is not None
     for _ in range(rounds):
         improved = False
@@ -454,7 +473,7 @@ def improve(graph: FunctionGraph, choice: dict[str, Node], roots: Sequence[str],
                 if node is current or any(kind == "c" and c not in choice for kind, c in node.children):
                     continue
                 choice[eclass] = node
-                trial = dag_cost(graph, choice, roots)
+                trial = dag_cost(graph, ser, choice, roots)
                 if trial is not None and trial < cost - 1e-12:
                     cost, current, improved = trial, node, True
                 else:
@@ -476,7 +495,7 @@ def reachable(choice: dict[str, Node], roots: Sequence[str]) -> list[str]:
     return list(seen)
 
 
-def dag_cost(graph: FunctionGraph, choice: dict[str, Node], roots: Sequence[str]) -> float | None:
+def dag_cost(graph: FunctionGraph, ser: Serialized, choice: dict[str, Node], roots: Sequence[str]) -> float | None:
     """The cost of the program the choice writes back, every class it reaches once; None if the
     choice is cyclic."""
     state: dict[str, int] = {}  # 1 on the path, 2 done
@@ -495,7 +514,7 @@ def dag_cost(graph: FunctionGraph, choice: dict[str, Node], roots: Sequence[str]
                 return None
             state[eclass] = 1
             node = choice[eclass]
-            total += node_cost(graph, node)
+            total += node_cost(graph, ser, node)
             stack.append((eclass, True))
             stack.extend((c, False) for kind, c in node.children if kind == "c")
     return total

@@ -51,6 +51,21 @@ def test_dump_core_opt_prints_the_rewritten_program_and_every_functions_report()
     assert again == rewritten
 
 
+@pytest.mark.parametrize(("seq", "divided"), [("16", ": !Q"), ("4", ": !S")])
+def test_opt_profile_prices_the_extraction_at_the_bound_sizes(seq: str, divided: str) -> None:
+    """`--opt-profile`: the profile's roofline at the sizes the command binds chooses where 1/√hd goes (hd = 8):
+    the queries at T = 16, the scores, as written, at T = 4; the report prices in predicted microseconds."""
+    profile = str(ROOT / "tests" / "filecheck" / "egraph" / "Inputs" / "roofline.json")
+    status, rewritten, err = run("dump", ATTENTION, "--stage", "core-opt", "--dim", "B=2", "--dim", f"T={seq}",
+                                 "--opt-profile", profile)  # fmt: skip
+    assert status == 0, err
+    (division,) = [line for line in rewritten.splitlines() if " = psk_core.div " in line]
+    assert division.endswith(divided), division
+    assert "predicted (fused)" in err and " us -> " in err
+    status, _, err = run("dump", ATTENTION, "--stage", "core-opt", *SIZES, "--opt-profile", "/no/such/profile.json")
+    assert status != 0 and "error: E0001" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     ("path", "entry", "sizes"),
     [(ATTENTION, "SelfAttention.apply", SIZES), (GPT, "loss_grad", GPT_SIZES)],

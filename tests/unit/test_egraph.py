@@ -44,7 +44,10 @@ from presk.ir.parse import parse_module  # noqa: E402
 from presk.ir.print import print_module  # noqa: E402
 from presk.passes.bind import BindSizes  # noqa: E402
 from presk.passes.egraph import EGraphOpt, Limits, format_reports, optimize_module  # noqa: E402
+from presk.passes.egraph_prices import RooflinePrices, profile_prices  # noqa: E402
 from presk.passes.egraph_rules import rule_names  # noqa: E402
+from presk.cost.models import Constants  # noqa: E402
+from presk.cost.profile import Profile, save_profile  # noqa: E402
 
 SMALL = {"B": 2, "T": 4}
 CONSTS: dict[str, dict[str, int]] = {"corpus/nlp/gpt.mlir": {"D": 16, "V": 16, "C": 16}}
@@ -169,6 +172,56 @@ def test_attention_scale_moves_to_the_queries() -> None:
     divs = [op for op in fn.walk() if op.name == "psk_core.div"]
     assert len(divs) == 1 and divs[0].result.type.names == ("batch", "heads", "seq", "hd")
     assert report.cost_after < report.cost_before and report.lets_after == report.lets_before - 2
+
+
+def _fixed_prices(env: dict[str, int], fused: bool = True) -> RooflinePrices:
+    """A machine of 10 G weighted operations/s, 20 GB/s and 1 µs a launch (the choices below depend only on sizes)."""
+    return RooflinePrices(launch=1e-6, pi=1e10, beta=2e10, element_bytes=8, env=env, fused=fused)
+
+
+@pytest.mark.parametrize(("seq", "scaled"), [(16, ("batch", "heads", "seq", "hd")), (4, ("batch", "heads", "seq", "seq2"))])
+def test_profile_prices_scale_the_smaller_operand(seq: int, scaled: tuple[str, ...]) -> None:
+    """Priced by a roofline, the scale 1/√hd goes to whichever of queries [.., seq, hd] and scores
+    [.., seq, seq2] is smaller (hd = 8: the queries at seq 16, the scores, as written, at seq 4);
+    operation counts cannot see sizes and scale the queries at both."""
+    module, _ = load_with_aliases("corpus/attention.mlir")
+    env = sizes.resolve(module, {}, {"B": 2, "T": seq})
+    for prices, want in ((_fixed_prices(env), scaled), (_fixed_prices(env, fused=False), scaled),
+                         (None, ("batch", "heads", "seq", "hd"))):  # fmt: skip
+        clone = module.clone()
+        (report,) = optimize_module(clone, prices=prices)
+        divs = [op for op in find_entry(clone, "SelfAttention.apply").walk() if op.name == "psk_core.div"]
+        assert len(divs) == 1 and divs[0].result.type.names == want, (prices, report.line())
+        assert report.cost_after <= report.cost_before
+        assert report.pricing == (prices.name if prices else "counts")
+
+
+def test_profile_prices_in_seconds_from_a_profile(tmp_path: Path) -> None:
+    """`psk-egraph-opt{profile=...}` reads λ, β and the widest lanes' π of the realization from the profile's
+    roofline; the report prices in predicted microseconds; a size left unbound is said, not guessed."""
+    roofline = Constants("roofline", {"lambda": 1e-6, "beta": 2e10, "pi[f64/l1]": 1e9, "pi[f64/l8]": 1e10,
+                                      "pi[f32/l16]": 3e10})  # fmt: skip
+    path = tmp_path / "p.json"
+    save_profile(Profile("host|cpu", None, roofline=roofline), path)
+    prices = profile_prices(str(path), "f64", {"T": 4})
+    assert (prices.launch, prices.pi, prices.beta, prices.element_bytes, prices.fused) == (1e-6, 1e10, 2e10, 8, True)
+    assert profile_prices(str(path), "f32").pi == 3e10
+    with pytest.raises(PreskError, match="measured no bf16 kernel"):
+        profile_prices(str(path), "bf16")
+    module, aliases = load_with_aliases("corpus/attention.mlir")
+    bound = module.clone()
+    BindSizes(dims="B=2,T=16").apply(presk_context(), bound)
+    (report,) = optimize_module(bound, prices=profile_prices(str(path)))
+    assert report.rewritten and " us -> " in report.line() and "predicted (fused)" in report.line()
+    # By hand: the scale moves from the scores (2·2·16·16 products) to the queries (2·2·16·8 divisions), and
+    # the real 1/√hd goes: 513 fused operations fewer at 1e10/s, give or take the lets' token prices (1e-12).
+    assert report.cost_before - report.cost_after == pytest.approx(513 / 1e10, abs=2e-11)
+    (unbound,) = optimize_module(module.clone(), prices=profile_prices(str(path)))
+    assert not unbound.rewritten and "'B' is not" in unbound.stop
+    bound2 = module.clone()
+    BindSizes(dims="B=2,T=16").apply(presk_context(), bound2)
+    EGraphOpt(profile=str(path)).apply(presk_context(), bound2)
+    assert print_module(bound2, aliases) == print_module(bound, aliases)
 
 
 def test_limits_stop_and_extract_anyway() -> None:

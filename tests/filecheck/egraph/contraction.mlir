@@ -3,7 +3,7 @@
 
 // (Σ aᵢ bᵢ) / s = Σ (aᵢ / s) bᵢ for a real s. Operation counts price every placement of the one
 // division alike and the first of the cheapest terms found is kept: here an operand. Choosing the
-// smaller operand by its size is the business of a profile-priced extraction (not built yet).
+// smaller operand by its size is the business of a profile-priced extraction (prices.mlir).
 !Q = !psk_core.tensor<[b: 2, s: 8, d: 4]>
 !K = !psk_core.tensor<[b: 2, t: 8, d: 4]>
 !S = !psk_core.tensor<[b: 2, s: 8, t: 8]>
