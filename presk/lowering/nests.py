@@ -12,11 +12,12 @@ type. So every layout of a nest computes the same bits.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import Float32Type, Float64Type
+from xdsl.dialects.builtin import Float32Type, Float64Type, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from presk.diagnostics import PreskError
@@ -149,6 +150,9 @@ def emit_reduction(kb: KernelBuilder, op: core.ReductionOp, x: Operand, out: SSA
     kept = [n for n in xt.names if n not in op.axes]
     counts = dict(zip(xt.names, static_sizes(xt)))
     is_max = isinstance(op, core.ReduceMaxOp)
+    if not is_max and kept and list(xt.names) == [*reduced, *kept] and _sums_in_place(out, arith_type):
+        _emit_column_sums(kb, op, x, out, arith_type, kept, reduced, counts)
+        return
     if not is_max and kept and list(xt.names) in ([*kept, *reduced], [*reduced, *kept]):
         _emit_row_sums(kb, op, x, out, arith_type, kept, reduced, counts)
         return
@@ -193,6 +197,67 @@ def _emit_row_sums(
             if isinstance(op, core.MeanOp):
                 total = kb.divf(total, count)
             kb.store_real(total, out, [row[n] for n in kept])
+
+
+COLUMN_CHUNKS = 2
+"""The column sums' parallel chunks of the innermost kept axis: one per worker of a two-core machine,
+each reading half of every row. More chunks read shorter runs of each row; fewer leave a worker idle."""
+
+COLUMN_CHUNK_MULTIPLE = 64
+"""A chunk is split off only if its width is a multiple of this: whole cache lines of f32 and f64, and
+whole vectors of any register width, so that no chunk starts or ends inside a vector."""
+
+
+def _sums_in_place(out: SSAValue, arith_type: Attribute) -> bool:
+    """Whether the output can hold the running sums: stored in the arithmetic's own type (a bf16 output
+    would round every partial sum; its sums run in registers, by `_emit_row_sums`)."""
+    t = out.type
+    return isinstance(t, MemRefType) and t.element_type == arith_type
+
+
+def _emit_column_sums(
+    kb: KernelBuilder, op: core.ReductionOp, x: Operand, out: SSAValue, arith_type: Attribute,
+    kept: Sequence[str], reduced: Sequence[str], counts: Mapping[str, int],
+) -> None:  # fmt: skip
+    """A sum or mean over leading axes (a bias's gradient: Σ over batch and seq of ct[batch, seq, out]),
+    the running sums kept in the output's row.
+
+    The output row is zeroed, then every row of the input, in increasing
+    order of the reduced axes, is added to it element by element: each
+    column's sum is the same chain of additions in the same order as a
+    running value would make (0 + x₀ + x₁ + ...), so the bits are those of
+    any other order of the columns. What changes is the reading: every row
+    of the input is read whole and in order, where summing a few columns at
+    a time read a short piece of each row, a page apart (6 KiB for 1536
+    f32 columns), which the hardware prefetchers do not follow: 3 ms where
+    the input streams in 0.6. The innermost kept axis is cut into
+    `COLUMN_CHUNKS` parallel chunks when they are whole lines, so that two
+    workers each read half of every row.
+    """
+    last = counts[kept[-1]]
+    chunks = COLUMN_CHUNKS if last % (COLUMN_CHUNKS * COLUMN_CHUNK_MULTIPLE) == 0 else 1
+    width = last // chunks
+    with kb.nest([counts[n] for n in kept[:-1]] + [chunks]) as ivs:
+        outer = dict(zip(kept[:-1], ivs[:-1]))
+
+        @contextmanager
+        def columns() -> Iterator[tuple[dict[str, SSAValue], list[SSAValue]]]:
+            """A parallel loop over the chunk's columns: the index by axis name, and the output's."""
+            with kb.nest([width]) as (column,):
+                at = {**outer, kept[-1]: kb.offset(ivs[-1], width, column)}
+                yield at, [at[n] for n in kept]
+
+        zero = kb.real(0.0, arith_type)
+        with columns() as (_, index):
+            kb.store(zero, out, index)
+        with kb.nest([counts[n] for n in reduced], parallel=False) as rivs:
+            rows = dict(zip(reduced, rivs))
+            with columns() as (at, index):
+                kb.store(kb.addf(kb.load(out, index), x.read(kb, {**at, **rows}, arith_type)), out, index)
+        if isinstance(op, core.MeanOp):
+            count = kb.real(float(math.prod(counts[n] for n in reduced)), arith_type)
+            with columns() as (_, index):
+                kb.store(kb.divf(kb.load(out, index), count), out, index)
 
 
 def emit_copy(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 from xdsl.dialects import scf
@@ -131,6 +132,62 @@ def test_programs_native_equals_interpreter(
     native: NativeRunner, path: str, entry: str, dims: dict[str, int], realize: str
 ) -> None:
     both(program(path), entry, dims, realize, native)
+
+
+COLUMN_SUMS = """
+!X = !psk_core.tensor<[a: A, b: B, c: C]>
+func.func @sum_first_two(%x: !X) -> !psk_core.tensor<[c: C]> {
+  %0 = psk_core.sum %x [a, b] : !psk_core.tensor<[c: C]>
+  func.return %0 : !psk_core.tensor<[c: C]>
+}
+func.func @mean_first(%x: !X) -> !psk_core.tensor<[b: B, c: C]> {
+  %0 = psk_core.mean %x [a] : !psk_core.tensor<[b: B, c: C]>
+  func.return %0 : !psk_core.tensor<[b: B, c: C]>
+}
+"""
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize(
+    "dims",
+    [{"A": 3, "B": 7, "C": 256}, {"A": 2, "B": 5, "C": 37}, {"A": 4, "B": 3, "C": 1}],
+    ids=["two-chunks", "one-chunk", "one-column"],
+)
+@pytest.mark.parametrize("entry", ["sum_first_two", "mean_first"])
+def test_column_sums_are_each_columns_sum_in_order(
+    native: NativeRunner, entry: str, dims: dict[str, int], realize: str
+) -> None:
+    """Sums over leading axes run in the output's row (whole rows read in order, in chunks of columns):
+    native equals the kernel interpreter, and each column is the running sum 0 + x₀ + x₁ + ... in the
+    realization's type (numpy's cumsum is that chain), divided once for a mean; bf16 keeps its sums in
+    f32 registers and rounds once."""
+    module = parsed(COLUMN_SUMS)
+    got = both(module, entry, dims, realize, native)
+    env = sizes.resolve(module, {}, dims)
+    (x,) = flatten_inputs(make_inputs(find_entry(module, entry), env, 3))
+    reduced = 2 if entry == "sum_first_two" else 1
+    work = np.float64 if realize == "f64" else np.float32
+    rows = np.asarray(x, dtype=np.float64).astype(work)
+    if realize == "bf16":
+        rows = np.asarray(x, dtype=np.float64).astype(ml_dtypes.bfloat16).astype(np.float32)
+    rows = rows.reshape(-1, *rows.shape[reduced:])
+    want = np.cumsum(rows, axis=0, dtype=work)[-1]
+    if entry == "mean_first":
+        want = want / work(rows.shape[0])
+    if realize == "bf16":
+        want = want.astype(ml_dtypes.bfloat16)
+    assert got == [np.ascontiguousarray(want).tobytes()]
+    kernel = next(iter(kernels_of(lower(module, entry, env, plan_from_options(realize, None))).values()))
+    loops = [op for op in kernel.walk() if isinstance(op, scf.ForOp)]
+    if realize != "bf16":
+        # No running value in registers: the innermost loop, around every read of x, is over the columns.
+        source = kernel.body.block.args[0]
+        reads = [op for op in kernel.walk() if op.name == "memref.load" and op.operands[0] is source]
+        assert not any(loop.iter_args for loop in loops)
+        assert reads and all(pk.PARALLEL in read.parent_op().attributes for read in reads)
+        assert any(pk.PARALLEL not in loop.attributes for loop in loops)  # the rows, in order
+    else:
+        assert any(loop.iter_args for loop in loops)  # bf16: the sums in registers, rounded once
 
 
 def kernels_of(module: ModuleOp) -> dict[str, pk.KernelOp]:
