@@ -13,8 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 
+from presk.analysis import constant_int
 from presk.cli.program import load_program
 from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as kernel
@@ -183,6 +185,51 @@ def test_blocked_pack_of_an_operand_without_the_outer_axes(tmp_path: Path, stora
     assert panels["ein"][1] == f"memref<4x24x8x{element}>"
     default = lower(module, "shared", env, plan_from_options(storage, None))
     inputs = flatten_inputs(make_inputs(find_entry(module, "shared"), env, 0))
+    (expected,) = HostProgram(default, NativeRunner())(inputs)
+    for runner in (NativeRunner(), KernelInterpreter().runner):
+        (got,) = HostProgram(packed, runner)(inputs)
+        assert got.tobytes() == expected.tobytes()
+
+
+ROWS_TOGETHER = """
+!X = !psk_core.tensor<[b: 2, i: 8, k: 48]>
+!W = !psk_core.tensor<[k: 48, j: 40]>
+!O = !psk_core.tensor<[b: 2, i: 8, j: 40]>
+!A = !psk_core.tensor<[b: 2, s: 32, m: 12]>
+!C = !psk_core.tensor<[b: 2, s: 32, n: 40]>
+!G = !psk_core.tensor<[m: 12, n: 40]>
+func.func @nn(%x: !X, %w: !W) -> !O {
+  %0 = psk_core.ein %x[b, i, k], %w[k, j] : !O
+  func.return %0 : !O
+}
+func.func @tn(%a: !A, %c: !C) -> !G {
+  %0 = psk_core.ein %a[b, s, m], %c[b, s, n] : !G
+  func.return %0 : !G
+}
+"""
+
+
+@pytest.mark.parametrize("storage", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize("entry", ["nn", "tn"])
+def test_blocked_pack_copies_rows_together_with_the_defaults_bits(tmp_path: Path, entry: str, storage: str) -> None:
+    """A blocked pack whose last summed axis (48, 32) is a multiple of PACK_ROWS copies 16 rows at a time,
+    every column block of them; J = 40 leaves a shifted last block of 16. Same bits as the default layout,
+    on both executors."""
+    from presk.lowering.contraction import PACK_ROWS
+
+    program_path = tmp_path / "rows.mlir"
+    program_path.write_text(ROWS_TOGETHER)
+    program = load_program(str(program_path), [], [])
+    module, env = program.parsed.module, program.env
+    plan = tmp_path / "plan.json"
+    plan.write_text(f'{{"realization": "{storage}", "layout": {{"{entry}/%0": {{"tile": [4, 16], "lanes": 1, "pack": true}}}}}}')
+    packed = lower(module, entry, env, plan_from_options(None, f"@{plan}"))
+    pack = next(k for k in packed.walk() if isinstance(k, kernel.KernelOp) and k.sym_name.data.startswith("pack")
+                and str(k.body.block.arg_types[0]).startswith(("memref<48x40", "memref<2x32x40")))  # fmt: skip
+    trips = [constant_int(op.ub) for op in pack.walk() if isinstance(op, scf.ForOp)]
+    assert PACK_ROWS in trips and trips[-1] == 16  # rows together, then a block's 16 columns
+    default = lower(module, entry, env, plan_from_options(storage, None))
+    inputs = flatten_inputs(make_inputs(find_entry(module, entry), env, 0))
     (expected,) = HostProgram(default, NativeRunner())(inputs)
     for runner in (NativeRunner(), KernelInterpreter().runner):
         (got,) = HostProgram(packed, runner)(inputs)

@@ -6,6 +6,8 @@
 // column, so that a tile reads its columns as one contiguous stream instead
 // of rows J apart. The contract keeps its axes and reads the panel through
 // `rhs_block`; the tile's vector load of operand 1 is at [column block, k, 0].
+// The copy reads w in its own order: row k, then every block's piece of it
+// (16 rows at a time when they divide K; here K = 4, row by row).
 
 !A = !psk_core.tensor<[i: 8, k: 4]>
 !W = !psk_core.tensor<[k: 4, j: 32]>
@@ -16,8 +18,8 @@ func.func @f(%a: !A, %w: !W) -> !O {
 }
 
 // PACKED:      psk_kernel.kernel @pack(%0: memref<4x32xf32>, %1: memref<2x4x16xf32>) "f/%0" {
-// PACKED:        scf.for %[[JB:[0-9]+]] =
-// PACKED-NEXT:     scf.for %[[K:[0-9]+]] =
+// PACKED:        scf.for %[[K:[0-9]+]] =
+// PACKED-NEXT:     scf.for %[[JB:[0-9]+]] =
 // PACKED-NEXT:       scf.for %[[S:[0-9]+]] =
 // PACKED-NEXT:         %[[BASE:[0-9]+]] = arith.muli %[[JB]], %{{[0-9]+}} : index
 // PACKED-NEXT:         %[[J:[0-9]+]] = arith.addi %[[BASE]], %[[S]] : index

@@ -26,8 +26,8 @@ func.func @f(%a: !A, %w: !W) -> !O {
 // TILED-DAG:    %[[SIX:[0-9]+]] = arith.constant 6 : index
 // TILED-DAG:    %[[SIXTEEN:[0-9]+]] = arith.constant 16 : index
 // TILED-DAG:    %[[LAST:[0-9]+]] = arith.constant 76 : index
-// TILED:        scf.for %[[JB:[0-9]+]] = %{{[0-9]+}} to %[[SIX]]
-// TILED-NEXT:     scf.for %[[K:[0-9]+]] =
+// TILED:        scf.for %[[K:[0-9]+]] =
+// TILED-NEXT:     scf.for %[[JB:[0-9]+]] = %{{[0-9]+}} to %[[SIX]]
 // TILED-NEXT:       scf.for %[[S:[0-9]+]] =
 // TILED-NEXT:         %[[BASE:[0-9]+]] = arith.muli %[[JB]], %[[SIXTEEN]] : index
 // TILED-NEXT:         %[[START:[0-9]+]] = arith.minsi %[[BASE]], %[[LAST]] : index
