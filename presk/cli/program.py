@@ -301,7 +301,17 @@ def plan_of(realize: str | None, plan: str | None) -> Plan | None:
 
 
 def in_program(error: PreskError, program: Program) -> PreskError:
-    """`error` with its source line when it is placed in the program's file."""
+    """`error` with its source line when it is placed in the program's file.
+
+    A plan refused (E7002) on a program `--opt` rewrote gets a note: the
+    rewrite renumbers the lets, so a plan written for the program as the
+    file has it names other nests.
+    """
+    if error.code == "E7002" and any(r.rewritten for r in program.reports):
+        error = error.with_note(
+            "--opt rewrote the program and renumbered its nests: a plan written for the file names other nests; "
+            "write it for `presk dump --stage core-opt`'s program, or use --plan auto"
+        )
     return _with_source(error, program.parsed)
 
 

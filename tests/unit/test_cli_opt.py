@@ -106,3 +106,17 @@ def test_native_training_steps_agree_with_and_without_opt(tmp_path: Path) -> Non
         losses[label] = [json.loads(line)["loss"] for line in log.read_text().splitlines()]
     assert len(losses["plain"]) == 3
     assert np.allclose(losses["opt"], losses["plain"], rtol=1e-12, atol=0)
+
+
+def test_a_plan_for_the_file_refused_under_opt_says_why(tmp_path: Path) -> None:
+    """The rewrite renumbers the lets a plan's nests are named by: E7002, with a note saying what to do."""
+    written = json.loads((ROOT / "bench" / "plans" / "gpt_grad_plan.json").read_text())
+    forward = {nest: layout for nest, layout in written["layout"].items() if nest.startswith("SelfAttention.apply/")}
+    plan = tmp_path / "forward.json"
+    plan.write_text(json.dumps({"realization": "f32", "layout": forward}))
+    argv = ["run", GPT, "--entry", "loss", *GPT_SIZES, "--plan", f"@{plan}"]
+    status, _, err = run(*argv)
+    assert status == 0, err  # the plan fits the program as the file has it
+    status, _, err = run(*argv, "--opt")
+    assert status != 0 and "error: E7002" in err and "note: --opt rewrote the program and renumbered its nests" in err
+    assert "Traceback" not in err
