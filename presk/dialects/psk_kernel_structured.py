@@ -204,17 +204,30 @@ class SoftmaxOp(IRDLOperation):
     arith_type = prop_def(Attribute)
     x_type = prop_def(Attribute)
     mask_type = opt_prop_def(Attribute)
+    causal = opt_prop_def(ArrayAttr[StringAttr])
+    """`[first, second]`, in place of a mask buffer: `causal_mask`'s mask over those two axes of x,
+    allowed where second's index ≤ first's, computed from the loop counters instead of loaded."""
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = "$x (`masked` $mask^ `:` type($mask))? `->` $out attr-dict `:` type($x) `->` type($out)"
 
     def __init__(
         self, x: SSAValue, mask: SSAValue | None, out: SSAValue, axis: str, arith_type: Attribute,
-        x_type: Attribute, mask_type: Attribute | None,
+        x_type: Attribute, mask_type: Attribute | None, causal: tuple[str, str] | None = None,
     ) -> None:  # fmt: skip
         properties: dict[str, Attribute] = {"axis": StringAttr(axis), "arith_type": arith_type, "x_type": x_type}
         if mask_type is not None:
             properties["mask_type"] = mask_type
+        if causal is not None:
+            properties["causal"] = ArrayAttr([StringAttr(n) for n in causal])
         super().__init__(operands=[x, [mask] if mask is not None else [], out], properties=properties)
+
+    def verify_(self) -> None:
+        if self.causal is None:
+            return
+        names = [n.data for n in self.causal.data]
+        x_names = getattr(self.x_type, "names", ())
+        if self.mask is not None or len(names) != 2 or not set(names) <= set(x_names):
+            raise VerifyException("a causal softmax names two axes of x and reads no mask buffer")
 
 
 STRUCTURED_OPS = (ContractOp, SoftmaxOp)

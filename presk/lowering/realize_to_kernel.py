@@ -417,9 +417,12 @@ class HostLowering:
             self.emit_product(kb, op, args, out, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.SoftmaxOp):
             x, mask = args[0], args[1] if len(args) > 1 else None
+            causal = _causal_axes(op.operands[1]) if mask is not None else None
+            if causal is not None:
+                mask = None
             kb.add(StructuredSoftmaxOp(
                 x.buffer, mask.buffer if mask is not None else None, out, op.axis.data, arith_type,  # type: ignore[union-attr, arg-type]
-                x.type, mask.type if mask is not None else None,  # type: ignore[union-attr]
+                x.type, mask.type if mask is not None else None, causal,  # type: ignore[union-attr]
             ))  # fmt: skip
         elif isinstance(op, core.CrossEntropyOp):
             softmax.emit_cross_entropy(kb, op, args[0], args[1], out, arith_type)  # type: ignore[arg-type]
@@ -567,3 +570,13 @@ class LowerToKernel(ModulePass):
             child.detach()
             op.body.block.add_op(child)
         op.attributes.pop("psk_realize.default", None)
+
+
+def _causal_axes(mask: SSAValue) -> tuple[str, str] | None:
+    """The two axes of a softmax's mask when `causal_mask`'s launch computes it (which the softmax then
+    computes from its loop counters instead of reading: `presk.lowering.softmax.CausalMask`), else None."""
+    site = mask.owner
+    if isinstance(site, NestOp) and isinstance(site.primitive, core.CausalMaskOp):
+        first, second = site.primitive.result.type.names
+        return first, second
+    return None

@@ -18,7 +18,11 @@ IR (vectorised over the blocks), so it gives the same bits.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeAlias
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, SSAValue
 
@@ -28,6 +32,34 @@ from presk.lowering.kernel_builder import KernelBuilder
 from presk.lowering.nests import Operand, Scalar, accumulate, static_sizes
 from presk.lowering.row_blocks import row_blocks
 
+
+
+@dataclass(frozen=True)
+class LoadedMask:
+    """A mask read from its buffer: an element is allowed where the mask is nonzero."""
+
+    operand: Operand
+
+    def allowed(self, kb: KernelBuilder, index: Mapping[str, SSAValue], arith_type: Attribute) -> SSAValue:
+        return kb.nonzero(self.operand.read(kb, index, arith_type))
+
+
+@dataclass(frozen=True)
+class CausalMask:
+    """`causal_mask`'s mask computed from the loop counters: allowed where index[second] ≤ index[first].
+
+    The same comparison `causal_mask`'s kernel stores (`nests.emit_causal_mask`), so the bits are those
+    of reading its buffer; what goes is the buffer, T² i64 read once per batch and head.
+    """
+
+    first: str
+    second: str
+
+    def allowed(self, kb: KernelBuilder, index: Mapping[str, SSAValue], arith_type: Attribute) -> SSAValue:
+        return kb.add(arith.CmpiOp(index[self.second], index[self.first], "ule"))
+
+
+Mask: TypeAlias = LoadedMask | CausalMask
 
 
 def shifted_exp(kb: KernelBuilder, value: Scalar, top: Scalar, allowed: SSAValue | None, zero: Scalar) -> Scalar:
@@ -43,7 +75,7 @@ def shifted_exp(kb: KernelBuilder, value: Scalar, top: Scalar, allowed: SSAValue
 
 
 def emit_softmax(
-    kb: KernelBuilder, xt: TensorType, axis: str, x: Operand, mask: Operand | None, out: SSAValue,
+    kb: KernelBuilder, xt: TensorType, axis: str, x: Operand, mask: Mask | None, out: SSAValue,
     arith_type: Attribute,
 ) -> None:  # fmt: skip
     """Three passes over each row: the maximum, the sum of exponentials, the quotients.
@@ -69,7 +101,7 @@ def emit_softmax(
 
         def element(j: int, k: SSAValue) -> tuple[Scalar, Scalar | None]:
             index = {**block[j], axis: k}
-            allowed = kb.nonzero(mask.read(kb, index, arith_type)) if mask is not None else None
+            allowed = mask.allowed(kb, index, arith_type) if mask is not None else None
             return x.read(kb, index, arith_type), allowed
 
         neg_inf = kb.real(-math.inf, arith_type)

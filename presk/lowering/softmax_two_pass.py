@@ -27,7 +27,7 @@ from xdsl.ir import Attribute, SSAValue
 from presk.dialects.psk_core_types import TensorType
 from presk.lowering.kernel_builder import KernelBuilder
 from presk.lowering.nests import Operand, Scalar, accumulate, static_sizes
-from presk.lowering.softmax import shifted_exp
+from presk.lowering.softmax import Mask, shifted_exp
 
 REFUSAL = (
     "two softmax passes keep exp(x − m) in the output between the passes, which needs the storage type to be the "
@@ -37,7 +37,7 @@ REFUSAL = (
 
 
 def emit_softmax_two_pass(
-    kb: KernelBuilder, xt: TensorType, axis: str, x: Operand, mask: Operand | None, out: SSAValue,
+    kb: KernelBuilder, xt: TensorType, axis: str, x: Operand, mask: Mask | None, out: SSAValue,
     arith_type: Attribute,
 ) -> None:  # fmt: skip
     """The softmax of each row in two passes over its input and one in place over its output."""
@@ -52,7 +52,7 @@ def emit_softmax_two_pass(
 
         def element(k: SSAValue) -> tuple[Scalar, Scalar | None]:
             at = {**row, axis: k}
-            allowed = kb.nonzero(mask.read(kb, at, arith_type)) if mask is not None else None
+            allowed = mask.allowed(kb, at, arith_type) if mask is not None else None
             return x.read(kb, at, arith_type), allowed
 
         def running_max(kivs: list[SSAValue], accs: list[Scalar]) -> list[Scalar]:

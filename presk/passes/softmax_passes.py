@@ -40,7 +40,11 @@ class LowerSoftmax(RewritePattern):
         assert block.last_op is op, "a structured softmax is its kernel's last op"
         two = resolved(k).get("passes") == 2
         x = nests.Operand(op.x_type, buffer=op.x)
-        mask = nests.Operand(op.mask_type, buffer=op.mask) if op.mask is not None else None  # type: ignore[arg-type]
+        mask: softmax.Mask | None = None
+        if op.causal is not None:
+            mask = softmax.CausalMask(*(n.data for n in op.causal.data))
+        elif op.mask is not None:
+            mask = softmax.LoadedMask(nests.Operand(op.mask_type, buffer=op.mask))  # type: ignore[arg-type]
         out, arith_type, xt, axis = op.out, op.arith_type, op.x_type, op.axis.data
         rewriter.erase(op, safe_erase=False)
         emit = softmax_two_pass.emit_softmax_two_pass if two else softmax.emit_softmax

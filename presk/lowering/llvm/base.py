@@ -21,6 +21,7 @@ from presk.lowering.llvm.abi import KERNEL_TYPE
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I32, buffer_bytes
 from presk.lowering.llvm.target import FunctionAttributes, target_attributes
+from presk.lowering.llvm.vector_body import lane_slope
 
 __all__ = ["TranslatorBase"]
 
@@ -101,6 +102,24 @@ class TranslatorBase:
         b = self.builder
         one = b.insert_element(ir.Constant(ir.VectorType(x.type, 1), ir.Undefined), x, I32(0))
         return b.shuffle_vector(one, one, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+    def counter_lanes(self, op: Operation) -> list[ir.Value]:
+        """In a vector loop body: the op's operands as vectors, an index that moves with the loop's counter
+        (`vector_body.lane_slope`) taking lane j at its value + j · slope, the others broadcast."""
+        loop = op.parent_op()
+        assert loop is not None
+        iv = loop.regions[0].blocks[0].args[0]
+        slopes = [lane_slope(v, iv) for v in op.operands]
+        if not any(slopes):
+            return self.operands(op)
+        values = []
+        for v, slope in zip(op.operands, slopes):
+            x = self.value(v)
+            if slope and not isinstance(x.type, ir.VectorType):
+                steps = ir.Constant(ir.VectorType(x.type, self.lanes), [slope * j for j in range(self.lanes)])
+                x = self.builder.add(self.splat(x, self.lanes), steps)
+            values.append(self.splat(x, self.lanes))
+        return values
 
     def operands(self, op: Operation) -> list[ir.Value]:
         """The op's operands, scalars broadcast when another operand is a vector (vector loop bodies)."""

@@ -93,7 +93,7 @@ class ScalarOps(TranslatorBase):
                 compare = b.fcmp_ordered if ordered else b.fcmp_unordered
                 self.values[op.results[0]] = compare(symbol, x, y)
         elif name == "arith.cmpi":
-            x, y = self.operands(op)
+            x, y = self.counter_lanes(op) if self.lanes else self.operands(op)
             signed, symbol = _ICMP[_predicate(op, _ICMP_NAMES)]
             compare = b.icmp_signed if signed else b.icmp_unsigned
             self.values[op.results[0]] = compare(symbol, x, y)

@@ -18,7 +18,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from presk.analysis import constant_int
 
-__all__ = ["ELEMENTWISE", "inside", "vector_body"]
+__all__ = ["ELEMENTWISE", "inside", "lane_slope", "vector_body"]
 
 ELEMENTWISE = frozenset({
     "arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.negf", "arith.maximumf", "arith.minimumf",
@@ -46,6 +46,33 @@ def inside(v: SSAValue, block: Block) -> bool:
         parent = at.parent_op()
         at = parent.parent_block() if parent is not None else None
     return False
+
+
+def lane_slope(v: SSAValue, iv: SSAValue) -> int:
+    """How much the index `v` grows per iteration of the loop counted by `iv` (0: not at all).
+
+    Read from the index arithmetic the kernel builder emits (sums, differences, products by constants,
+    casts); a vector loop body compares such an index lane by lane, lane j at v + j · slope.
+    """
+    if v is iv:
+        return 1
+    owner = v.owner
+    if not isinstance(owner, Operation):
+        return 0
+    name = owner.name
+    if name == "arith.index_cast":
+        return lane_slope(owner.operands[0], iv)
+    if name in ("arith.addi", "arith.subi"):
+        x, y = (lane_slope(o, iv) for o in owner.operands)
+        return x + y if name == "arith.addi" else x - y
+    if name == "arith.muli":
+        x, y = owner.operands
+        cx, cy = constant_int(x), constant_int(y)
+        if cx is not None:
+            return cx * lane_slope(y, iv)
+        if cy is not None:
+            return cy * lane_slope(x, iv)
+    return 0
 
 
 def vector_body(
@@ -149,8 +176,11 @@ def vector_body(
             kinds[op.results[0]] = "u"
         elif name in ELEMENTWISE:
             if "a" in operand_kinds:
-                return None
-            kinds[op.results[0]] = "v" if "v" in operand_kinds else "u"
+                if name != "arith.cmpi":
+                    return None
+                kinds[op.results[0]] = "v"  # a counter compared: lane by lane (`lane_slope`)
+            else:
+                kinds[op.results[0]] = "v" if "v" in operand_kinds else "u"
         else:
             return None
     if any(not in_place or len(places[buffer]) != 1 for buffer in loaded & stored):
