@@ -3,8 +3,8 @@
 One e-graph per function (`egraph_terms.FunctionGraph`), the rules of
 `egraph_rules` run one iteration at a time under limits (iterations, nodes,
 seconds: egglog-python has no node or time limit of its own), the cheapest
-term of the results extracted by operation counts over the DAG and written
-back as fresh lets. Extraction from an e-graph a limit stopped is sound, since
+term of the results extracted over the DAG, priced by operation counts or by
+a profile's roofline (`egraph_prices`), and written back as fresh lets. Extraction from an e-graph a limit stopped is sound, since
 every node in it is an exact rewrite of the original: the pass extracts
 anyway and reports the stop reason.
 
