@@ -12,6 +12,12 @@ from collections.abc import Iterable
 
 from xdsl.dialects.builtin import ModuleOp, SymbolRefAttr
 from xdsl.dialects.func import FuncOp
+from xdsl.ir import Operation
+
+
+def callees(fn: Operation) -> set[str]:
+    """The names of the functions the ops inside `fn` run."""
+    return {c.string_value() for op in fn.walk() if isinstance(c := op.properties.get("callee"), SymbolRefAttr)}
 
 
 def reachable_functions(module: ModuleOp, roots: Iterable[str]) -> set[str]:
@@ -28,8 +34,5 @@ def reachable_functions(module: ModuleOp, roots: Iterable[str]) -> set[str]:
         if name in reached:
             continue
         reached.add(name)
-        for op in functions[name].walk():
-            callee = op.properties.get("callee")
-            if isinstance(callee, SymbolRefAttr) and callee.string_value() in functions:
-                pending.append(callee.string_value())
+        pending.extend(callee for callee in callees(functions[name]) if callee in functions)
     return reached

@@ -21,27 +21,16 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.traits import SymbolTable
 
+from presk.ir.calls import callees, reachable_functions
 from presk.ir.locations import error_at
 
 
 def _calls_itself(callee: func.FuncOp) -> bool:
-    """True when the callee reaches itself through calls (directly or not)."""
+    """True when the callee reaches itself through calls, folds or gradient requests (directly or not)."""
     module = callee.parent_op()
-    seen: set[str] = set()
-    stack = [callee]
-    while stack:
-        f = stack.pop()
-        for call in f.walk():
-            if isinstance(call, func.CallOp):
-                name = call.callee.string_value()
-                if name == callee.sym_name.data:
-                    return True
-                if name not in seen and module is not None:
-                    seen.add(name)
-                    target = SymbolTable.lookup_symbol(module, name)
-                    if isinstance(target, func.FuncOp):
-                        stack.append(target)
-    return False
+    if not isinstance(module, ModuleOp):
+        return False
+    return callee.sym_name.data in reachable_functions(module, callees(callee))
 
 
 class InlineCall(RewritePattern):
