@@ -179,10 +179,10 @@ def _emit_row_sums(
     Each row's sum still runs over its elements in increasing order; a block
     of consecutive rows shares the loops, one running value per row, which
     native code advances together in the lanes of a vector. Over leading
-    axes (a bias's gradient, Σ over batch and seq of ct[batch, seq, out]) a
-    block's rows are consecutive columns: each step of the reduced loops
-    reads them from one cache line, where a column alone read a line per
-    element and used one element of it.
+    axes this path serves only outputs stored narrower than the arithmetic
+    (bf16; the others keep their sums in the output, `_emit_column_sums`): a
+    block's rows are then consecutive columns, each step of the reduced
+    loops reading them from one cache line.
     """
     with row_blocks(kb, kept, counts) as block:
 
