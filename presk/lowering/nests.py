@@ -201,7 +201,9 @@ def _emit_row_sums(
 
 COLUMN_CHUNKS = 2
 """The column sums' parallel chunks of the innermost kept axis: one per worker of a two-core machine,
-each reading half of every row. More chunks read shorter runs of each row; fewer leave a worker idle."""
+each reading half of every row. More chunks read shorter runs of each row; fewer leave a worker idle.
+Measured on [8, 256, 1536] f32, 2 threads, two alternating runs of 31 calls: 2 chunks 0.345 and 0.345
+ms, 4 chunks 0.368 and 0.385."""
 
 COLUMN_CHUNK_MULTIPLE = 64
 """A chunk is split off only if its width is a multiple of this: whole cache lines of f32 and f64, and
