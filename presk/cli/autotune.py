@@ -38,6 +38,9 @@ def add_parser(subparsers: Any) -> None:
                    "the prediction beside the measurement (presk rank compares them)")  # fmt: skip
     p.add_argument("--candidates", action="store_true",
                    help="with --profile, measure only the points predicted within 1 + u of the model's best")  # fmt: skip
+    p.add_argument("--each-order", action="store_true",
+                   help="with --candidates, also measure the model's best point of every loop order, so that a "
+                        "bias of the model against one order cannot hide it")  # fmt: skip
     p.add_argument("--space", choices=SPACES, default="quick",
                    help="quick (default): tiles whose registers fit the target's; full: every tile and lane")  # fmt: skip
     p.add_argument("--budget", metavar="TIME", help="stop cleanly between points after this long (90s, 20m, 1.5h)")
@@ -83,7 +86,8 @@ def main(args: argparse.Namespace) -> int:
         if cluster is not None:
             stack.enter_context(cluster)
         result = autotune(program.parsed.module, args.entry, program.env, args.realize, args.output, args.profile,
-                          args.candidates, args.space, budget, sites, plan_dir=plan_dir, cluster=cluster)  # fmt: skip
+                          args.candidates, args.space, budget, sites, plan_dir=plan_dir, cluster=cluster,
+                          each_order=args.each_order)  # fmt: skip
     for line in report(result):
         print(line)
     if args.plan_out:

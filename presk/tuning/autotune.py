@@ -225,6 +225,20 @@ class Shape:
     leaves: list[Any] | None = None
 
 
+def best_of_each_order(points: Sequence[Point], predicted: Mapping[str, float]) -> set[str]:
+    """The keys of the points the model prices best within each loop order (the first such in space order).
+
+    A nest without orders (a softmax: passes and splits) has one group, whose best is the model's pick.
+    """
+    best: dict[object, tuple[float, str]] = {}
+    for point in points:
+        key = point_key(point)
+        order = point.get("order")
+        if order not in best or predicted[key] < best[order][0]:
+            best[order] = (predicted[key], key)
+    return {key for _, key in best.values()}
+
+
 def autotune(
     module: ModuleOp,
     entry: str,
@@ -240,8 +254,12 @@ def autotune(
     err: TextIO | None = None,
     plan_dir: str = ".",
     cluster: Cluster | None = None,
+    each_order: bool = False,
 ) -> AutotuneResult:
     """Measure the nests' points not yet in `results_path`, then choose the best measured point of each.
+
+    `each_order` (`--each-order`, with `candidates`) adds to the candidates the model's best point of
+    every loop order, so that a bias of the model against one order cannot hide all of its points.
 
     With `cluster` (`presk.tuning.distributed.Cluster`, `--ray`) the points
     are measured by its workers, each machine kind of the cluster measuring
@@ -254,6 +272,8 @@ def autotune(
         raise PreskError("E4001", f"--space {space}: expected one of {', '.join(SPACES)}")
     if candidates and profile_path is None:
         raise PreskError("E4001", "--candidates needs --profile P.json: the candidates are the model's")
+    if each_order and not candidates:
+        raise PreskError("E4001", "--each-order adds to the candidates: give it with --candidates")
     machine = target_machine()
     machine_key = machine.key()
     records = read_results(results_path)
@@ -308,7 +328,10 @@ def autotune(
             totals[nest.site] = per_point
             if candidates and per_point:
                 best = min(per_point.values())
-                points = [p for p in points if per_point[point_key(p)] <= best * (1 + (u or 0.0))]
+                keep = {point_key(p) for p in points if per_point[point_key(p)] <= best * (1 + (u or 0.0))}
+                if each_order:
+                    keep |= best_of_each_order(points, per_point)
+                points = [p for p in points if point_key(p) in keep]
         chosen[nest.site] = points
 
     done = {(r["machine"], r["shape_key"], point_key(r["point"])): r for r in records

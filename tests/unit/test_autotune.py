@@ -175,6 +175,30 @@ def test_candidates_are_the_points_within_1_plus_u(tmp_path: Path, capsys: pytes
     assert len([r for r in at.read_results(results) if r.get("record") == "prices"]) == 1
 
 
+def test_each_order_adds_the_models_best_point_of_every_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--each-order`: the candidates within 1 + u, and the best-priced point of every loop order besides."""
+    profile = load_dominated(tmp_path / "p.json", u=0.1)
+    results = tmp_path / "r.jsonl"
+    code, _, err = run_cli(["autotune", str(GEMM), "--entry", "gemm", "--dim", "N=8", "--realize", "f32",
+                            "--profile", str(profile), "--candidates", "--each-order", "-o", str(results)], capsys)  # fmt: skip
+    assert code == 0, err
+    (prices,) = [r for r in at.read_results(results) if r.get("record") == "prices"]
+    priced = {k: v for k, v in prices["prices"].items() if v is not None}
+    best = min(priced.values())
+    within = {k for k, v in priced.items() if v <= best * 1.1}
+    by_order: dict[object, str] = {}
+    for key, value in priced.items():
+        order = json.loads(key).get("order")
+        if order not in by_order or value < priced[by_order[order]]:
+            by_order[order] = key
+    measured = {point_key(r["point"]) for r in points_of(results) if not r["default"]}
+    assert measured == within | set(by_order.values())
+    assert len(by_order) > 2 and not set(by_order.values()) <= within  # the rule adds points here
+    code, _, err = run_cli(["autotune", str(GEMM), "--entry", "gemm", "--dim", "N=8", "--each-order",
+                            "-o", str(tmp_path / "s.jsonl")], capsys)  # fmt: skip
+    assert code != 0 and "--each-order adds to the candidates" in err
+
+
 def test_the_written_plan_runs_with_the_defaults_bits(
     tmp_path: Path, narrow: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
