@@ -252,28 +252,24 @@ def training(host: Any, prepared: list[Any]) -> Any:
     return step
 
 
-def _rewritten_module(text: str, entry: str, consts: dict[str, int], dims: dict[str, int]) -> Any:
+def _rewritten_module(text: str, entry: str, step: bool, consts: dict[str, int], dims: dict[str, int]) -> Any:
     """`--opt`: the program as `presk train --opt` compiles it, differentiated, then rewritten by psk-egraph-opt.
 
-    Loaded as the commands load it (the training step added first with
-    `--step`), so the rewrite sees the same gradient functions `entry` reaches.
+    Loaded as the commands load it (with `step`, the training step added
+    first, and `entry` its name), so the rewrite sees the same gradient
+    functions `entry` reaches.
     """
     from presk.cli.program import load_program
     from presk.cli.source import Source
     from presk.cli.train import add_train_step
 
-    names: list[str] = []
-
     def extend(parsed: Any) -> None:
-        if entry != GRAD_ENTRY and entry != ENTRY:
-            names.append(add_train_step(parsed, ENTRY, "adamw.step"))
+        if step:
+            add_train_step(parsed, ENTRY, "adamw.step")
 
-    if entry in (GRAD_ENTRY, ENTRY):
-        names.append(entry)
     start = time.perf_counter()
     program = load_program(Source(str(PROGRAM), text), [f"{k}={v}" for k, v in dims.items()],
-                           [f"{k}={v}" for k, v in consts.items()], extend=extend, opt=True, entries=names)  # fmt: skip
-    assert names == [entry], (names, entry)
+                           [f"{k}={v}" for k, v in consts.items()], extend=extend, opt=True, entries=[entry])  # fmt: skip
     _say(f"  --opt: psk-egraph-opt in {time.perf_counter() - start:.1f} s")
     return program.parsed.module
 
@@ -338,7 +334,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
         from presk.cli.train import add_train_step, zeros_like_tree
 
         entry = add_train_step(parsed, ENTRY, "adamw.step")
-    rewritten = _rewritten_module(text, entry, args.consts, args.dims) if args.opt else None
+    rewritten = _rewritten_module(text, entry, args.step, args.consts, args.dims) if args.opt else None
     variants = [("", module)] + ([(" --opt", rewritten)] if rewritten is not None else [])
     if args.step:
         zeros = [zeros_like_tree(values[0])] * 2

@@ -71,6 +71,7 @@ from presk.cost.launches import LaunchRow, launch_table, percent
 from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import IndexTensorType, RealType, TensorType, TupleType, describe, leaves
+from presk.dialects.psk_realize import STORAGE_BYTES
 from presk.interp.inputs import bind, bound_shape, make_inputs
 from presk.interp.reference import find_entry, run_entry
 from presk.interp.values import leaf_items
@@ -486,9 +487,6 @@ def _launches_line(row: LaunchRow, host: HostProgram | None) -> str:
     if host is not None:
         line += f"; the host program makes {host.launch_count} (psk-fuse-launches)"
     return line
-
-
-STORAGE_BYTES = {"f64": 8, "f32": 4, "bf16": 2}
 
 
 def residual_bytes(program: Program, loss: str, storage: str) -> tuple[int, int] | None:

@@ -159,7 +159,7 @@ from presk.lowering.llvm.maximum_loops import running_maximum
 from presk.lowering.llvm.running_sums import ordered_sums
 from presk.passes.vectorize import tile_rows
 
-__all__ = ["kernel_terms"]
+__all__ = ["TRANSCENDENTAL_WEIGHT", "kernel_terms"]
 
 _FLOATS = frozenset({BFloat16Type, Float16Type, Float32Type, Float64Type})
 _LOADS = frozenset({"memref.load", "vector.load"})

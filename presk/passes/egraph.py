@@ -4,9 +4,10 @@ One e-graph per function (`egraph_terms.FunctionGraph`), the rules of
 `egraph_rules` run one iteration at a time under limits (iterations, nodes,
 seconds: egglog-python has no node or time limit of its own), the cheapest
 term of the results extracted over the DAG, priced by operation counts or by
-a profile's roofline (`egraph_prices`), and written back as fresh lets. Extraction from an e-graph a limit stopped is sound, since
-every node in it is an exact rewrite of the original: the pass extracts
-anyway and reports the stop reason.
+a profile's roofline (`egraph_prices`), and written back as fresh lets.
+Extraction from an e-graph a limit stopped is sound, since every node in it
+is an exact rewrite of the original: the pass extracts anyway and reports
+the stop reason.
 
 A function the pass cannot take (a region inside, no typed term) or whose
 rewrite would not verify is left exactly as it was, and its report says why;

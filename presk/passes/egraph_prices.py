@@ -42,6 +42,10 @@ from presk import sizes
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_sizes import parse_size_expr
 from presk.dialects.psk_core_types import IndexTensorType, RealType, TensorType, leaves
+from presk.cost.profile import load_profile
+from presk.cost.quantities import TRANSCENDENTAL_WEIGHT
+from presk.diagnostics import PreskError
+from presk.dialects.psk_realize import STORAGE_BYTES
 from presk.dialects.psk_realize_nests import LAUNCHING_OPS
 
 STRUCTURAL = 0.01
@@ -76,14 +80,11 @@ KINDS: dict[str, type[Operation]] = {
 TRANSCENDENTAL: tuple[type[Operation], ...] = (
     core.ExpOp, core.LogOp, core.SqrtOp, core.TanhOp, core.ErfOp, core.GeluOp, core.SoftmaxOp, core.CrossEntropyOp,
 )  # fmt: skip
-"""Priced at the weight of `presk.cost.quantities.TRANSCENDENTAL_WEIGHT` per element (their kernels call the
+"""Priced at `TRANSCENDENTAL_WEIGHT` per element, the kernel quantities' weight (their kernels call the
 math library; a square root is one instruction but of a dozen cycles' latency)."""
 
-TRANSCENDENTAL_WEIGHT = 8
 TOKEN_SECONDS = 1e-12
 """What a node that moves no data costs under a profile: enough to prefer fewer lets, never a kernel's worth."""
-
-ELEMENT_BYTES = {"f64": 8, "f32": 4, "bf16": 2}
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ class RooflinePrices(Prices):
             return size
         try:
             return sizes.evaluate(parse_size_expr(size), self.env, "an axis size")
-        except Exception as error:  # noqa: BLE001 - E4002 (unbound) or a malformed expression: said in the report
+        except (PreskError, ValueError) as error:  # E4002 (unbound) or a malformed expression: said in the report
             why = f"the profile's prices need bound sizes, and '{size}' is not bound (psk-bind first)"
             raise UnboundSize(why) from error
 
@@ -202,10 +203,7 @@ class RooflinePrices(Prices):
 def profile_prices(path: str, realize: str = "f64", env: Mapping[str, int] | None = None,
                    fused: bool = True) -> RooflinePrices:  # fmt: skip
     """The roofline of the profile at `path` for the realization `realize` (its widest measured lanes)."""
-    from presk.cost.profile import load_profile
-    from presk.diagnostics import PreskError
-
-    if realize not in ELEMENT_BYTES:
+    if realize not in STORAGE_BYTES:
         raise PreskError("E4001", f"no realization '{realize}' (f64, f32 or bf16)")
     roofline = load_profile(path).roofline
     if roofline is None:
@@ -219,5 +217,5 @@ def profile_prices(path: str, realize: str = "f64", env: Mapping[str, int] | Non
         raise PreskError("E8001", f"{path}: the profile's roofline measured no {realize} kernel")
     return RooflinePrices(
         launch=roofline.value("lambda"), pi=measured[max(measured)], beta=roofline.value("beta"),
-        element_bytes=ELEMENT_BYTES[realize], env=dict(env or {}), fused=fused,
+        element_bytes=STORAGE_BYTES[realize], env=dict(env or {}), fused=fused,
     )  # fmt: skip
