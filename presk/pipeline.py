@@ -19,6 +19,7 @@ from presk.passes.bind import BindSizes
 from presk.passes.epilogue import FoldEpilogues
 from presk.passes.fuse import FuseElementwise
 from presk.passes.fuse_launches import FuseLaunches
+from presk.passes.fuse_slices import FuseSlices
 from presk.passes.pack import PackOperands
 from presk.passes.realize import apply_plan
 from presk.passes.softmax_passes import SoftmaxPasses
@@ -66,16 +67,21 @@ def realize(
 
 
 def lower(
-    module: ModuleOp, entry: str, env: dict[str, int], plan: Plan, fuse: bool = True, fuse_launches: bool | None = None
+    module: ModuleOp, entry: str, env: dict[str, int], plan: Plan, fuse: bool = True, fuse_launches: bool | None = None,
+    fuse_slices: bool | None = None,
 ) -> ModuleOp:
     """The kernels and host program of `entry` (a new module; `module` is unchanged).
 
-    `fuse_launches` (default: as `fuse`) runs `psk-fuse-launches` on the kernels.
+    `fuse_launches` (default: as `fuse`) runs `psk-fuse-launches` on the kernels, and `fuse_slices` (default: as
+    `fuse_launches`) `psk-fuse-slices` after it.
     """
     kernels = realize(module, env, plan, fuse, entry)
     ctx = presk_context()
     LowerToKernel(entry=entry).apply(ctx, kernels)
     apply_layouts(kernels)
-    if fuse if fuse_launches is None else fuse_launches:
-        FuseLaunches().apply(presk_context(), kernels)
+    launches = fuse if fuse_launches is None else fuse_launches
+    if launches:
+        FuseLaunches().apply(ctx, kernels)
+    if launches if fuse_slices is None else fuse_slices:
+        FuseSlices().apply(ctx, kernels)
     return kernels

@@ -8,6 +8,8 @@ is defined once here, on the PSK-Kernel ops, without building any IR.
 """
 
 from presk.analysis.kernel_loops import (
+    STORE_OPS,
+    affine_index,
     attr,
     constant_int,
     is_register_tile_loop,
@@ -18,6 +20,6 @@ from presk.analysis.kernel_loops import (
 )
 
 __all__ = [
-    "attr", "constant_int", "is_register_tile_loop", "launch_iterations", "split_loop", "trip_count",
+    "STORE_OPS", "affine_index", "attr", "constant_int", "is_register_tile_loop", "launch_iterations", "split_loop", "trip_count",
     "written_buffers",
 ]  # fmt: skip

@@ -13,6 +13,8 @@ it with (0, 1). `launch_iterations(kernel)` is that `n`: the executor's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -20,8 +22,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from presk.dialects.psk_kernel import PARALLEL, KernelOp
 
 __all__ = [
-    "STORE_OPS", "attr", "constant_int", "is_register_tile_loop", "launch_iterations", "split_loop", "trip_count",
-    "written_buffers",
+    "STORE_OPS", "affine_index", "attr", "constant_int", "is_register_tile_loop", "launch_iterations", "split_loop",
+    "trip_count", "written_buffers",
 ]  # fmt: skip
 
 STORE_OPS = ("memref.store", "vector.store")
@@ -99,3 +101,30 @@ def is_register_tile_loop(loop: scf.ForOp) -> bool:
     vector loads and one `vector.fma` per accumulator; no other loop of a
     PSK-Kernel program holds a `vector.fma`."""
     return any(op.name == "vector.fma" for op in loop.body.block.ops)
+
+
+def affine_index(value: SSAValue, counters: Sequence[SSAValue]) -> tuple[tuple[int, ...], int] | None:
+    """`value` as `Σ coefs[j]·counters[j] + const`, followed through index constants and `arith.addi`,
+    `subi` and `muli` by a constant; None for anything else (a loaded index, a division, another counter)."""
+    if value in counters:
+        coefs = [0] * len(counters)
+        coefs[list(counters).index(value)] = 1
+        return tuple(coefs), 0
+    constant = constant_int(value)
+    if constant is not None:
+        return (0,) * len(counters), constant
+    owner = value.owner
+    if not isinstance(owner, Operation) or owner.name not in ("arith.addi", "arith.subi", "arith.muli"):
+        return None
+    forms = [affine_index(operand, counters) for operand in owner.operands]
+    if len(forms) != 2 or forms[0] is None or forms[1] is None:
+        return None
+    (a, ca), (b, cb) = forms  # type: ignore[misc]
+    if owner.name == "arith.muli":
+        if any(b):
+            (a, ca), (b, cb) = (b, cb), (a, ca)
+        if any(b):
+            return None  # a product of two counters
+        return tuple(cb * x for x in a), cb * ca
+    sign = 1 if owner.name == "arith.addi" else -1
+    return tuple(x + sign * y for x, y in zip(a, b)), ca + sign * cb

@@ -159,7 +159,7 @@ def report(entry: str, args: argparse.Namespace, host: HostProgram, times: list[
     in_kernels = sum(per_kernel.values())
     outside = max(median - in_kernels, 0.0)
     launches = host.launch_count
-    print(f"@{entry}: {args.backend} backend, {launches} launches, median of {rounds} calls "
+    print(f"@{entry}: {args.backend} backend, {launches} launch{'' if launches == 1 else 'es'}, median of {rounds} calls "
           f"{median * 1e3:.3f} ms (quartiles {_q(times)})")  # fmt: skip
     if host.donated:
         print(f"  donated (results written over them): {', '.join(host.donated_paths)}")

@@ -480,12 +480,12 @@ def _launches_line(row: LaunchRow, host: HostProgram | None) -> str:
 
     `row` is counted on the program as loaded (differentiated, not yet
     fused), so it is the same on every backend; the host program's count is lower again
-    where psk-fuse-launches merged launches.
+    where psk-fuse-launches and psk-fuse-slices merged launches.
     """
     line = (f"launches of a training step: {row.unfused} without fusion, {row.fused} with psk-fuse "
             f"({percent(1 - row.fused / max(row.unfused, 1))} removed)")  # fmt: skip
     if host is not None:
-        line += f"; the host program makes {host.launch_count} (psk-fuse-launches)"
+        line += f"; the host program makes {host.launch_count} (psk-fuse-launches, psk-fuse-slices)"
     return line
 
 

@@ -13,8 +13,13 @@
 // CHECK: psk_realize.nest "twice/%1" realize <f32, f32> layout <lanes = 1, default(form = "row-wise", split = "executor", epilogue = false)>
 // CHECK: psk_realize.nest "attend/%1" realize <f32, f32> layout <passes = 3, default(split = "executor")>
 //
-// KERNEL: psk_kernel.kernel @dot
-// KERNEL: psk_kernel.kernel @dot_1
+// psk-fuse-slices runs the two products row by row in one kernel: its loop
+// over the batch holds the first's tiles of [1, 8] in 8 lanes, then the
+// second's row-wise sums.
+//
+// KERNEL: psk_kernel.kernel @"dot+dot_1"
+// KERNEL: vector.fma
+// KERNEL: math.fma
 //
 // VERIFIED: psk_realize.nest "twice/%0" realize <f32, f32> layout <lanes = 8,
 // VERIFIED: psk_realize.nest "attend/%1" realize <f32, f32> layout <passes = 3,

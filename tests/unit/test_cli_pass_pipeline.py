@@ -84,7 +84,7 @@ def test_launches_counts_the_program_after_the_pipeline(plugin: Path) -> None:
 def test_bench_applies_the_pipeline(plugin: Path) -> None:
     args = ["bench", "f.mlir", "--entry", "f", "--backend", "kernel", "--rounds", "1", "--warmup", "0"]
     code, out, err = _presk(plugin, *args)
-    assert code == 0 and "1 launches" in out, err
+    assert code == 0 and "1 launch," in out, err
     code, out, err = _presk(plugin, *args, FOLD)
     assert code == 0 and "0 launches" in out, err
 
@@ -119,7 +119,7 @@ def test_pipeline_errors_come_before_the_input_is_read(plugin: Path) -> None:
         (["run", "-", "--entry", "g"], "    3.0"),
         (["dump", "-"], "  func.func @g() -> !psk_core.real {"),
         (["launches", "-", "--entry", "f"], "| f | 1 | 1 | 0 % |"),
-        (["bench", "-", "--entry", "f", "--backend", "kernel", "--rounds", "1", "--warmup", "0"], "1 launches"),
+        (["bench", "-", "--entry", "f", "--backend", "kernel", "--rounds", "1", "--warmup", "0"], "1 launch,"),
     ],
 )
 def test_dash_reads_standard_input(plugin: Path, args: list[str], expected: str) -> None:

@@ -127,7 +127,9 @@ def launches(module: ModuleOp) -> list[K.LaunchOp]:
 
 def compile_case(case: str, storage: str, layout: dict[str, Any] | None) -> ModuleOp:
     stated = {f"{case}/%0": layout} if layout is not None else {}
-    return lower(program(), case, {}, parse_plan({"realization": storage, "layout": stated}, "epilogue"))
+    # Without psk-fuse-slices, which would run the separate product and add row by row in one kernel too.
+    plan = parse_plan({"realization": storage, "layout": stated}, "epilogue")
+    return lower(program(), case, {}, plan, fuse_slices=False)
 
 
 def arguments(case: str) -> list[np.ndarray]:

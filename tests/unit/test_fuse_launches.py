@@ -53,7 +53,7 @@ def kernel(module: ModuleOp, name: str) -> pk.KernelOp:
 def lowered(path: str, entry: str, dims: dict[str, int], realize: str, fuse_launches: bool) -> ModuleOp:
     module = load_with_aliases(path)[0]
     env = sizes.resolve(module, {}, dims)
-    return lower(module, entry, env, plan_from_options(realize, None), fuse_launches=fuse_launches)
+    return lower(module, entry, env, plan_from_options(realize, None), fuse_launches=fuse_launches, fuse_slices=False)
 
 
 def inputs(path: str, entry: str, dims: dict[str, int]) -> list[np.ndarray]:

@@ -111,7 +111,8 @@ def test_the_attention_plans_give_the_defaults_bits_on_both_executors(plan_file:
     module, env, entry = program.parsed.module, program.env, "SelfAttention.apply"
     planned = lower(module, entry, env, plan_from_options(None, f"@{PLANS / plan_file}"))
     default = lower(module, entry, env, plan_from_options("f32", None))
-    assert "pack" in {k.sym_name.data for k in planned.walk() if isinstance(k, kernel.KernelOp)}
+    # psk-fuse-slices may have merged the pack with the launches beside it: `pack+ein_3` and the like.
+    assert any("pack" in k.sym_name.data.split("+") for k in planned.walk() if isinstance(k, kernel.KernelOp))
     assert any(op.name == "vector.fma" for op in planned.walk()), "the scores' lanes are vector code"
     inputs = flatten_inputs(make_inputs(find_entry(module, entry), env, 0))
     native = NativeRunner()
@@ -140,7 +141,7 @@ def test_pack_of_an_operand_the_contraction_also_reads_as_operand_0(tmp_path: Pa
     module, env = program.parsed.module, program.env
     plan = tmp_path / "plan.json"
     plan.write_text('{"realization": "f32", "layout": {"gram/%0": {"tile": [4, 16], "lanes": 8, "pack": true}}}')
-    packed = lower(module, "gram", env, plan_from_options(None, f"@{plan}"))
+    packed = lower(module, "gram", env, plan_from_options(None, f"@{plan}"), fuse_slices=False)
     contraction = next(k for k in packed.walk() if isinstance(k, kernel.KernelOp) and k.sym_name.data == "ein")
     assert [str(t) for t in contraction.body.block.arg_types] == [
         "memref<2x16x8xf32>", "memref<2x8x16xf32>", "memref<2x16x16xf32>"

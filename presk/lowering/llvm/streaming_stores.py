@@ -31,6 +31,8 @@ from presk.lowering.llvm.vector_body import vector_body
 
 __all__ = ["STREAMING_BYTES", "Streaming", "StreamingLoops", "streams_around_caches", "streaming"]
 
+_LOADS = ("memref.load", "vector.load")
+
 STREAMING_BYTES: int | None = None
 """Buffers of a kernel, in bytes, beyond which its stores go around the caches (`streaming`);
 None: what the target's cores hold privately (`streaming_threshold`)."""
@@ -73,7 +75,7 @@ class Streaming:
     """Stored with non-temporal vector stores, `lanes` elements (a cache line) each, once aligned."""
 
 
-def streaming(loop: scf.ForOp, machine: Machine, kernel_bytes: int) -> Streaming | None:
+def streaming(loop: scf.ForOp, machine: Machine, kernel_bytes: int, kernel: Operation) -> Streaming | None:
     """A plan to run a parallel loop as aligned vectors with non-temporal stores, or None.
 
     For a kernel touching more than `STREAMING_BYTES` (more than the last
@@ -84,7 +86,10 @@ def streaming(loop: scf.ForOp, machine: Machine, kernel_bytes: int) -> Streaming
     LLVM emits non-temporal vector stores only when it knows them aligned, so
     the translation peels iterations until the stores are (see
     `StreamingLoops.streaming_loop`). The stores' element types must all be one
-    type of 4 or 8 bytes (so that one peel aligns every store stream).
+    type of 4 or 8 bytes (so that one peel aligns every store stream). A
+    buffer another loop of the `kernel` reads is stored through the caches:
+    in a kernel `psk-fuse-slices` merged, the next loop reads the row just
+    written, and a line sent around the caches would come back from memory.
     """
     if not streams_around_caches(kernel_bytes, machine):
         return None
@@ -95,6 +100,10 @@ def streaming(loop: scf.ForOp, machine: Machine, kernel_bytes: int) -> Streaming
         return None
     _kinds, vector_loads, stores = body
     if not stores:
+        return None
+    inside = set(loop.walk())
+    read_elsewhere = {op.operands[0] for op in kernel.walk() if op.name in _LOADS and op not in inside}
+    if any(op.operands[1] in read_elsewhere for op in stores):
         return None
     elements = {op.operands[1].type.element_type for op in stores}  # type: ignore[attr-defined]
     if len(elements) != 1:

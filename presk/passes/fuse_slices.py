@@ -1,0 +1,465 @@
+"""`psk-fuse-slices`: launches over the same rows run row by row in one kernel, so that a row stays in cache.
+
+LayerNorm is the example. Its forward pass is four kernels (the mean over
+the embedding, the centred values and their squares, the variance, the
+normalised and scaled result) and its backward pass nine, each reading and
+writing whole `[B, T, D]` buffers: the course GPT's are 3 MiB, so each
+kernel brings its operands back from L3 or memory, and the thirteen
+LayerNorms of a training step spent 61 ms there where PyTorch's fused
+kernels spend 20. `psk-fuse-launches` cannot merge them: a reduction has a
+running value, and its output has fewer axes than the nests around it.
+What they share is their outermost loop, over B: iteration `b` of each
+reads and writes only row `b` of the buffers the others read and write.
+
+- A *sliced kernel* is one whose split loop (`presk.analysis.split_loop`:
+  the only loop at the top of its body, parallel, constant bounds) starts at
+  0 with step 1 and carries no attribute but `psk_kernel.parallel` (no
+  workers stated by a layout). An argument is *sliced* when every use of it
+  in the kernel is a load or store whose first index is that loop's counter.
+- Two launches L1 before L2 merge when both kernels are sliced with the same
+  trip count, they are related (L2 reads what L1 writes, or both read one
+  buffer), L2 writes nothing L1 reads or writes, every buffer L1 writes and
+  L2 reads is passed to both as itself (not a view) and is sliced in both
+  kernels, and L1 can move down to L2 (no launch in between reads what L1
+  writes or writes what L1 reads or writes; views are followed to the
+  buffer they show). Iteration `b` of L2 then reads only what iteration `b`
+  of L1 wrote, and no other iteration of L1 writes it.
+- The merged kernel runs, in iteration `b`, L1's whole body then L2's. Every
+  load and store stays: the same operations on the same values in the same
+  order per row, so the bits are those of the separate launches; only the
+  time between a row's store and its load shrinks. The split loop stays
+  parallel: rows are independent in both kernels.
+- A merge happens only while one iteration's data fits the private cache
+  (`Machine.private_cache`, L2 on x86-64): a sliced argument counts one row
+  (its bytes over its first axis), any other its whole size, since every
+  iteration may read all of it. Beyond that a row would leave the cache
+  before the next body reads it, and merging gains nothing.
+- The merged kernel is named `k1+k2` with site `s1+s2`, built once per pair
+  of kernels and pattern of buffers (the layers of a fold share it).
+
+It runs after `psk-fuse-launches` (which merges whole nests and forwards
+values between them) and applies until no two launches merge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from presk.analysis import STORE_OPS, affine_index, constant_int, split_loop, trip_count, written_buffers
+from presk.dialects import psk_kernel as pk
+from presk.dialects.psk_kernel import PARALLEL
+from presk.lowering.llvm.irtypes import buffer_bytes
+from presk.passes.kernel_layout import unique_name
+from presk.target import Machine, target_machine
+
+__all__ = ["FuseSlices", "MergeSlices", "SlicedKernel", "sliced_kernel"]
+
+SCAN_WINDOW = 64
+"""How far back (in launches) a launch looks for a partner."""
+
+_ACCESS_OPS = ("memref.load", "vector.load", *STORE_OPS)
+
+
+@dataclass(frozen=True)
+class SlicedKernel:
+    """A kernel read as blocks of rows over its leading loops (see the module docstring)."""
+
+    kernel: pk.KernelOp
+    loops: tuple[scf.ForOp, ...]
+    """The leading loops, outermost first: the split loop, then each loop alone in the one before."""
+    trips: tuple[int, ...]
+    steps: tuple[int, ...]
+    """Per leading loop, the rows of its axis one iteration covers (`s` in the index `s·t + c`)."""
+    prefixes: tuple[int, ...]
+    """Per argument, how many leading loops it is sliced by: every access's index along axis `j < prefix`
+    is `steps[j]·t_j + c` with `0 <= c < steps[j]`."""
+    unused: frozenset[int]
+    """Arguments the kernel never accesses (a merged kernel's buffer whose loads were forwarded)."""
+    written: frozenset[int]
+    innermost: bool
+    """Whether the last leading loop holds no loop (its body is the nest's innermost)."""
+
+    @property
+    def ivs(self) -> list[SSAValue]:
+        return [loop.body.block.args[0] for loop in self.loops]
+
+    def rows(self, depth: int) -> int:
+        return self.trips[depth] * self.steps[depth]
+
+    def innermost_at(self, depth: int) -> bool:
+        """Whether merging at `depth` would put this kernel's innermost body beside the other's."""
+        return self.innermost and depth == len(self.loops)
+
+
+def _is_row_loop(op: scf.ForOp) -> bool:
+    return (
+        set(op.attributes) == {PARALLEL} and not op.iter_args and constant_int(op.lb) == 0
+        and constant_int(op.step) == 1 and trip_count(op) is not None
+    )  # fmt: skip
+
+
+def _leading_loops(kernel: pk.KernelOp) -> list[scf.ForOp]:
+    """The split loop and the loops nested alone below it, beside nothing but index arithmetic."""
+    loop = split_loop(kernel)
+    if loop is None or not _is_row_loop(loop):
+        return []
+    if any(op is not loop and not _is_arith(op) for op in kernel.body.block.ops):
+        return []
+    loops = [loop]
+    while True:
+        body = [op for op in loops[-1].body.block.ops if not isinstance(op, scf.YieldOp)]
+        inner = [op for op in body if isinstance(op, scf.ForOp)]
+        if len(inner) != 1 or not _is_row_loop(inner[0]) or any(op is not inner[0] and not _is_arith(op) for op in body):
+            return loops
+        loops.append(inner[0])
+
+
+def _is_arith(op: Operation) -> bool:
+    return op.name.startswith("arith.") and not op.regions
+
+
+def _access_steps(use_op: Operation, arg: SSAValue, ivs: Sequence[SSAValue]) -> list[int] | None:
+    """Per leading axis (as far as it goes), the `s` of the access's index `s·t_j + e`, `e` in `[0, s)`.
+
+    `e` is a constant, or an affine form of the counters of loops inside the
+    leading ones (a merged kernel's loop over the rows of a block) whose
+    range lies in `[0, s)`. None: `use_op` is not a load or store of `arg`.
+    """
+    if use_op.name not in _ACCESS_OPS:
+        return None
+    position = 1 if use_op.name in STORE_OPS else 0
+    operands = list(use_op.operands)
+    if operands[position] is not arg or arg in operands[:position] or arg in operands[position + 1 :]:
+        return None
+    inner: list[tuple[SSAValue, int, int]] = []  # counters of loops inside the leading ones: (counter, first, last)
+    parent = use_op.parent_op()
+    while isinstance(parent, scf.ForOp) and parent.body.block.args[0] not in ivs:
+        lb, step, trips = constant_int(parent.lb), constant_int(parent.step), trip_count(parent)
+        if lb is None or step is None or not trips:
+            break
+        inner.append((parent.body.block.args[0], lb, lb + (trips - 1) * step))
+        parent = parent.parent_op()
+    counters = [*ivs, *(counter for counter, _, _ in inner)]
+    found: list[int] = []
+    for depth, index in enumerate(operands[position + 1 : position + 1 + len(ivs)]):
+        form = affine_index(index, counters)
+        if form is None:
+            break
+        coefs, const = form
+        s = coefs[depth]
+        low = const + sum(min(a * first, a * last) for a, (_, first, last) in zip(coefs[len(ivs) :], inner))
+        high = const + sum(max(a * first, a * last) for a, (_, first, last) in zip(coefs[len(ivs) :], inner))
+        if s < 1 or any(c for j, c in enumerate(coefs[: len(ivs)]) if j != depth) or low < 0 or high >= s:
+            break
+        found.append(s)
+    return found
+
+
+def sliced_kernel(kernel: pk.KernelOp) -> SlicedKernel | None:
+    """`kernel` read as blocks of rows, or None if it has no split loop to slice by."""
+    loops = _leading_loops(kernel)
+    if not loops:
+        return None
+    ivs = [loop.body.block.args[0] for loop in loops]
+    per_arg: list[list[int]] = []
+    unused: set[int] = set()
+    for arg in kernel.body.block.args:
+        steps: list[int] | None = None
+        for use in arg.uses:
+            found = _access_steps(use.operation, arg, ivs)
+            if found is None:
+                steps = []
+                break
+            steps = found if steps is None else steps[: _common(steps, found)]
+        per_arg.append(steps if steps is not None else [])
+        if steps is None:  # never accessed: sliced as deep as the loops go
+            unused.add(len(per_arg) - 1)
+    kernel_steps: list[int] = []
+    for depth in range(len(loops)):  # the kernel's step: the largest its arguments use; the others stop here
+        candidates = [steps[depth] for steps in per_arg if len(steps) > depth]
+        kernel_steps.append(max(candidates, default=1))
+    prefixes = []
+    for i, steps in enumerate(per_arg):
+        n = len(loops) if i in unused else 0
+        while n < len(steps) and steps[n] == kernel_steps[n]:
+            n += 1
+        prefixes.append(n)
+    innermost = not any(isinstance(op, scf.ForOp) for op in loops[-1].body.block.ops)
+    trips = tuple(trip_count(loop) or 0 for loop in loops)
+    return SlicedKernel(
+        kernel, tuple(loops), trips, tuple(kernel_steps), tuple(prefixes), frozenset(unused), written_buffers(kernel),
+        innermost,
+    )
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    """The length of the common prefix of `a` and `b`."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _root(value: SSAValue) -> SSAValue:
+    """The buffer a host value shows (views followed to their source)."""
+    while isinstance(value.owner, pk.ViewOp):
+        value = value.owner.source
+    return value
+
+
+def _elements(value: SSAValue) -> int:
+    count = 1
+    for size in value.type.get_shape():  # type: ignore[attr-defined]
+        count *= size
+    return count
+
+
+@dataclass
+class _Launch:
+    op: pk.LaunchOp
+    kernel: pk.KernelOp
+    slices: SlicedKernel | None
+    reads: set[SSAValue]
+    """Roots of every buffer the launch passes (a kernel is taken to read all of them)."""
+    writes: set[SSAValue]
+
+
+def _access(launch: pk.LaunchOp, kernel: pk.KernelOp, slices: SlicedKernel | None) -> _Launch:
+    buffers = list(launch.buffers)
+    written = slices.written if slices is not None else written_buffers(kernel)
+    return _Launch(launch, kernel, slices, {_root(b) for b in buffers}, {_root(buffers[i]) for i in written})
+
+
+@dataclass
+class MergeSlices(RewritePattern):
+    """Merge pairs of launches of sliced kernels in a host program, until no pair merges."""
+
+    budget: int
+    """Bytes one iteration of a merged kernel may touch (the private cache)."""
+    merged: dict[tuple[object, ...], str] = field(default_factory=dict)
+    analyses: dict[pk.KernelOp, SlicedKernel | None] = field(default_factory=dict)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: pk.HostOp, rewriter: PatternRewriter) -> None:
+        module = op.parent_op()
+        if not isinstance(module, ModuleOp):
+            return
+        kernels = {k.sym_name.data: k for k in module.body.block.ops if isinstance(k, pk.KernelOp)}
+
+        def launch(l: pk.LaunchOp) -> _Launch:
+            k = kernels[l.kernel.string_value()]
+            if k not in self.analyses:
+                self.analyses[k] = sliced_kernel(k)
+            return _access(l, k, self.analyses[k])
+
+        launches = [
+            launch(l) for l in op.body.block.ops if isinstance(l, pk.LaunchOp) and l.kernel.string_value() in kernels
+        ]
+        start = 0
+        while (pair := self._first_pair(launches, start)) is not None:
+            a, b, depth = pair
+            merged = self._merge(module, op, launches[a], launches[b], depth, kernels, rewriter)
+            launches[b] = launch(merged)
+            del launches[a]
+            start = a
+
+    def _first_pair(self, launches: Sequence[_Launch], start: int) -> tuple[int, int, int] | None:
+        """The first launch from `start` on with a partner before it (the nearest), and the depth they merge at."""
+        for b in range(start, len(launches)):
+            if launches[b].slices is None:
+                continue
+            for a in range(b - 1, max(-1, b - 1 - SCAN_WINDOW), -1):
+                depth = self._depth(launches[a], launches[b], launches[a + 1 : b])
+                if depth:
+                    return a, b, depth
+        return None
+
+    def _depth(self, first: _Launch, second: _Launch, between: Sequence[_Launch]) -> int:
+        """The deepest level L1 and L2 merge at, within the budget; 0: they do not merge."""
+        s1, s2 = first.slices, second.slices
+        if s1 is None or s2 is None:
+            return 0
+        flowing = second.reads & first.writes
+        shared = {r for r in second.reads & first.reads if _elements(r) > 1}
+        if not (flowing or shared) or second.writes & (first.reads | first.writes):
+            return 0
+        for other in between:  # L1 moves down to L2
+            if other.writes & (first.reads | first.writes) or other.reads & first.writes:
+                return 0
+        for depth in range(min(len(s1.loops), len(s2.loops)), 0, -1):
+            if s1.innermost_at(depth) and s2.innermost_at(depth):
+                continue  # two innermost bodies: psk-fuse-launches' merge, which forwards the values
+            if self._aligned(first, second, flowing, depth) and self._row_bytes(first, second, depth) <= self.budget:
+                return depth
+        return 0
+
+    @staticmethod
+    def _aligned(first: _Launch, second: _Launch, flowing: set[SSAValue], depth: int) -> bool:
+        """Whether one iteration of the merged loops at `depth` covers the same rows in both kernels, and every
+        buffer L1 writes and L2 reads is sliced down to it in both, so that L2 reads what the same iteration wrote."""
+        s1, s2 = first.slices, second.slices
+        assert s1 is not None and s2 is not None
+        for j in range(depth - 1):
+            if s1.trips[j] != s2.trips[j] or s1.steps[j] != s2.steps[j]:
+                return False
+        last = depth - 1
+        if s1.rows(last) != s2.rows(last) or (s1.steps[last] != s2.steps[last] and min(s1.steps[last], s2.steps[last]) != 1):
+            return False
+        for launch, slices in ((first, s1), (second, s2)):
+            for i, value in enumerate(launch.op.buffers):
+                if _root(value) in flowing and (value is not _root(value) or slices.prefixes[i] < depth):
+                    return False
+        return True
+
+    @staticmethod
+    def _row_bytes(first: _Launch, second: _Launch, depth: int) -> int:
+        """What one iteration of the merged loops touches: each buffer once, at its larger footprint."""
+        bytes_of: dict[SSAValue, int] = {}
+        for launch in (first, second):
+            slices = launch.slices
+            assert slices is not None
+            for i, value in enumerate(launch.op.buffers):
+                t = value.type
+                assert isinstance(t, MemRefType)
+                share = 0 if i in slices.unused else buffer_bytes(t)
+                for j in range(min(depth, slices.prefixes[i])):
+                    rows = slices.rows(j)
+                    block = max(first.slices.steps[j], second.slices.steps[j])  # type: ignore[union-attr]
+                    share = share * block // rows
+                bytes_of[value] = max(bytes_of.get(value, 0), share)
+        return sum(bytes_of.values())
+
+    def _merge(
+        self, module: ModuleOp, host: pk.HostOp, first: _Launch, second: _Launch, depth: int,
+        kernels: dict[str, pk.KernelOp], rewriter: PatternRewriter,
+    ) -> pk.LaunchOp:  # fmt: skip
+        """The launch of L1 and L2's merged kernel, in L2's place (the kernel built once per pattern)."""
+        values = list(first.op.buffers)
+        positions: list[int] = []
+        for v in second.op.buffers:
+            if v not in values:
+                values.append(v)
+            positions.append(values.index(v))
+        k1, k2 = first.kernel.sym_name.data, second.kernel.sym_name.data
+        key = (k1, k2, tuple(positions), len(values), depth)
+        name = self.merged.get(key)
+        if name is None:
+            assert first.slices is not None and second.slices is not None
+            types = [v.type for v in values]
+            merged = _merged_kernel(first.slices, second.slices, positions, types, depth)  # type: ignore[arg-type]
+            name = unique_name(f"{k1}+{k2}", kernels)
+            merged.sym_name = StringAttr(name)
+            rewriter.insert(merged, InsertPoint.before(host))
+            kernels[name] = merged
+            self.merged[key] = name
+        site = f"{first.op.attributes['site'].data}+{second.op.attributes['site'].data}"  # type: ignore[attr-defined]
+        launch = pk.LaunchOp(name, values, site)
+        rewriter.insert(launch, InsertPoint.before(second.op))
+        rewriter.erase(second.op)
+        rewriter.erase(first.op)
+        return launch
+
+
+def _merged_kernel(
+    s1: SlicedKernel, s2: SlicedKernel, positions: Sequence[int], types: Sequence[MemRefType], depth: int
+) -> pk.KernelOp:
+    """The kernel of larger step at the merge level keeps its loops; the other's ops join them there.
+
+    The other's index arithmetic beside its outer loops goes before the kept
+    loops at the same level; its body at the merge level goes first (it is
+    L1) or last (it is L2) in the kept loop's body, inside a loop over the
+    rows of the block when its step there is 1 and the kept one's larger.
+    """
+    last = depth - 1
+    base_is_first = s1.steps[last] >= s2.steps[last]
+    base, other = (s1, s2) if base_is_first else (s2, s1)
+    base_positions = list(range(len(s1.kernel.body.block.args))) if base_is_first else list(positions)
+    other_positions = list(positions) if base_is_first else list(range(len(s1.kernel.body.block.args)))
+    merged = pk.KernelOp("merged", f"{s1.kernel.site.data}+{s2.kernel.site.data}", list(types))
+    args = merged.body.block.args
+    kept: dict[SSAValue, SSAValue] = {a: args[p] for a, p in zip(base.kernel.body.block.args, base_positions)}
+    for op in base.kernel.body.block.ops:
+        merged.body.block.add_op(op.clone(value_mapper=kept))
+    loops = _leading_loops(merged)
+    joined: dict[SSAValue, SSAValue] = {a: args[p] for a, p in zip(other.kernel.body.block.args, other_positions)}
+    levels = [other.kernel.body.block, *(loop.body.block for loop in other.loops[:last])]
+    targets = [merged.body.block, *(loop.body.block for loop in loops[:last])]
+    for j, (level, into) in enumerate(zip(levels, targets)):
+        if j > 0:
+            joined[other.loops[j - 1].body.block.args[0]] = loops[j - 1].body.block.args[0]
+        for op in level.ops:
+            if op is not other.loops[j] and not isinstance(op, scf.YieldOp):
+                into.insert_op_before(op.clone(value_mapper=joined), loops[j])
+    if depth > 1:
+        joined[other.loops[last - 1].body.block.args[0]] = loops[last - 1].body.block.args[0]
+    body = loops[last].body.block
+    anchor = body.first_op if not base_is_first else body.last_op
+    assert anchor is not None
+    counter = loops[last].body.block.args[0]
+    strip = base.steps[last] // other.steps[last]
+    if strip > 1:  # rows strip·t .. strip·t + strip - 1, one at a time
+        width = arith.ConstantOp.from_int_and_width(strip, IndexType())
+        zero = arith.ConstantOp.from_int_and_width(0, IndexType())
+        one = arith.ConstantOp.from_int_and_width(1, IndexType())
+        inner = Block(arg_types=[IndexType()])
+        row_loop = scf.ForOp(zero, width, one, [], Region(inner))
+        row_loop.attributes.update(other.loops[last].attributes)
+        for op in (width, zero, one, row_loop):
+            body.insert_op_before(op, anchor)
+        start = arith.MuliOp(counter, width)
+        row = arith.AddiOp(start, inner.args[0])
+        inner.add_ops([start, row])
+        joined[other.loops[last].body.block.args[0]] = row.result
+        into, before = inner, None
+    else:
+        joined[other.loops[last].body.block.args[0]] = counter
+        into, before = body, anchor
+    for op in other.loops[last].body.block.ops:
+        if isinstance(op, scf.YieldOp):
+            continue
+        clone = op.clone(value_mapper=joined)
+        if before is None:
+            into.add_op(clone)
+        else:
+            into.insert_op_before(clone, before)
+    if strip > 1:
+        inner.add_op(scf.YieldOp())
+    return merged
+
+
+@dataclass(frozen=True)
+class FuseSlices(ModulePass):
+    """Merge launches of kernels over the same rows into one kernel that runs them row by row (see the module)."""
+
+    name = "psk-fuse-slices"
+
+    budget: int | None = None
+    """Bytes an iteration may touch; default: the target's private cache."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        budget = self.budget if self.budget is not None else _private_cache_bytes(target_machine())
+        PatternRewriteWalker(MergeSlices(budget), apply_recursively=True).rewrite_module(op)
+        launched = {l.kernel.string_value() for l in op.walk() if isinstance(l, pk.LaunchOp)}
+        for k in [k for k in op.body.block.ops if isinstance(k, pk.KernelOp)]:
+            if k.sym_name.data not in launched:
+                k.detach()
+                k.erase()
+
+
+def _private_cache_bytes(machine: Machine) -> int:
+    cache = machine.private_cache
+    return cache.size if cache is not None else 0

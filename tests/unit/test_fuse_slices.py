@@ -1,0 +1,337 @@
+"""`psk-fuse-slices` (presk/passes/fuse_slices.py): which launches run row by row in one kernel, and that no bit changes.
+
+Exactness: programs of the corpus, forward and gradient, run on the kernel
+interpreter and natively, with and without the pass, in f64, f32 and bf16;
+the results are byte for byte the same (the merged kernel executes the same
+loads, operations and stores per row, in the same order). Legality:
+hand-written host programs where running row by row would change the
+result (a read of another row, a view, a launch in between, a write to what
+the first reads) or where the loops differ are left alone.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import ModuleOp
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from conftest import load_with_aliases  # noqa: E402
+
+from presk import sizes  # noqa: E402
+from presk.analysis import affine_index  # noqa: E402
+from presk.dialects import psk_kernel as pk  # noqa: E402
+from presk.interp.inputs import make_inputs  # noqa: E402
+from presk.interp.kernel import KernelInterpreter  # noqa: E402
+from presk.interp.reference import find_entry  # noqa: E402
+from presk.ir.context import presk_context  # noqa: E402
+from presk.ir.parse import parse_module  # noqa: E402
+from presk.jit.executor import HostProgram, flatten_inputs  # noqa: E402
+from presk.jit.native import NativeRunner  # noqa: E402
+from presk.lowering.row_blocks import JAM_ROWS  # noqa: E402
+from presk.passes.fuse_slices import FuseSlices, sliced_kernel  # noqa: E402
+from presk.pipeline import lower  # noqa: E402
+from presk.plans import plan_from_options  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def native() -> NativeRunner:
+    with NativeRunner() as runner:
+        yield runner
+
+
+def launches(module: ModuleOp) -> list[pk.LaunchOp]:
+    return [op for op in module.walk() if isinstance(op, pk.LaunchOp)]
+
+
+def kernel(module: ModuleOp, name: str) -> pk.KernelOp:
+    return next(op for op in module.walk() if isinstance(op, pk.KernelOp) and op.sym_name.data == name)
+
+
+def lowered(path: str, entry: str, dims: dict[str, int], realize: str, slices: bool) -> ModuleOp:
+    module = load_with_aliases(path)[0]
+    env = sizes.resolve(module, {}, dims)
+    return lower(module, entry, env, plan_from_options(realize, None), fuse_slices=slices)
+
+
+def run_bytes(module: ModuleOp, runner, leaves: list[np.ndarray]) -> list[tuple[str, bytes]]:  # type: ignore[no-untyped-def]
+    return [(str(a.dtype), np.ascontiguousarray(a).tobytes()) for a in HostProgram(module, runner)(leaves)]
+
+
+# ----------------------------------------------------------------------------- the corpus
+
+CORPUS = [
+    ("corpus/layernorm.mlir", "LayerNorm.apply", {"B": 2, "T": 8}),
+    ("corpus/attention.mlir", "SelfAttention.apply", {"B": 2, "T": 5}),
+    ("corpus/minigpt.mlir", "loss", {"B": 2, "T": 8}),
+    ("corpus/nlp/gpt.mlir", "loss_grad", {"B": 2, "T": 8}),
+    ("bench/programs/layernorm.mlir", "layernorm", {"R": 33, "E": 40}),
+]
+
+
+@pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize(("path", "entry", "dims"), CORPUS)
+def test_corpus_same_bytes(native: NativeRunner, path: str, entry: str, dims: dict[str, int], realize: str) -> None:
+    module = load_with_aliases(path)[0]
+    leaves = flatten_inputs(make_inputs(find_entry(module, entry), sizes.resolve(module, {}, dims), 0))
+    without = lowered(path, entry, dims, realize, False)
+    with_pass = lowered(path, entry, dims, realize, True)
+    assert len(launches(with_pass)) < len(launches(without))
+    reference = run_bytes(without, KernelInterpreter().runner, leaves)
+    assert run_bytes(with_pass, KernelInterpreter().runner, leaves) == reference
+    assert run_bytes(with_pass, native, leaves) == reference
+
+
+def test_layernorm_runs_row_by_row() -> None:
+    """The mean's blocks of rows set the loop; the elementwise kernels run the rows of a block one by one."""
+    after = lowered("bench/programs/layernorm.mlir", "layernorm", {"R": 32, "E": 16}, "f32", True)
+    (launch,) = launches(after)
+    merged = kernel(after, launch.kernel.string_value())
+    assert launch.kernel.string_value() == "mean+sub+pow+mean_1+sqrt+add"
+    analysis = sliced_kernel(merged)
+    assert analysis is not None and analysis.trips[0] == 32 // JAM_ROWS
+    strips = [op for op in analysis.loops[0].body.block.ops if isinstance(op, scf.ForOp) and not op.iter_args]
+    assert strips and all(op.ub.owner.value.value.data == JAM_ROWS for op in strips)  # type: ignore[union-attr]
+
+
+def test_mean_is_sliced_by_its_blocks_of_rows() -> None:
+    before = lowered("bench/programs/layernorm.mlir", "layernorm", {"R": 32, "E": 16}, "f32", False)
+    mean, sub = sliced_kernel(kernel(before, "mean")), sliced_kernel(kernel(before, "sub+pow"))
+    assert mean is not None and mean.trips == (32 // JAM_ROWS,) and mean.steps == (JAM_ROWS,)
+    assert mean.prefixes == (1, 1)
+    assert sub is not None and sub.trips == (32, 16) and sub.steps == (1, 1) and not sub.innermost_at(1)
+
+
+# ----------------------------------------------------------------------------- legality
+
+KERNELS = """
+  psk_kernel.kernel @rowsum(%0: memref<4x3xf32>, %1: memref<4xf32>) "f/%1" {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c3 = arith.constant 3 : index
+    %z = arith.constant 0.0 : f32
+    scf.for %b = %c0 to %c2 step %c1 {
+      %r0 = arith.muli %b, %c2 : index
+      %r1 = arith.addi %r0, %c1 : index
+      %s0, %s1 = scf.for %j = %c0 to %c3 step %c1 iter_args(%a0 = %z, %a1 = %z) -> (f32, f32) {
+        %x0 = memref.load %0[%r0, %j] : memref<4x3xf32>
+        %n0 = arith.addf %a0, %x0 : f32
+        %x1 = memref.load %0[%r1, %j] : memref<4x3xf32>
+        %n1 = arith.addf %a1, %x1 : f32
+        scf.yield %n0, %n1 : f32, f32
+      }
+      memref.store %s0, %1[%r0] : memref<4xf32>
+      memref.store %s1, %1[%r1] : memref<4xf32>
+    } {psk_kernel.parallel}
+  }
+  psk_kernel.kernel @center(%0: memref<4x3xf32>, %1: memref<4xf32>, %2: memref<4x3xf32>) "f/%2" {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c3 = arith.constant 3 : index
+    %c4 = arith.constant 4 : index
+    scf.for %i = %c0 to %c4 step %c1 {
+      scf.for %j = %c0 to %c3 step %c1 {
+        %x = memref.load %0[%i, %j] : memref<4x3xf32>
+        %m = memref.load %1[%i] : memref<4xf32>
+        %y = arith.subf %x, %m : f32
+        memref.store %y, %2[%i, %j] : memref<4x3xf32>
+      } {psk_kernel.parallel}
+    } {psk_kernel.parallel}
+  }
+  psk_kernel.kernel @center_reversed(%0: memref<4x3xf32>, %1: memref<4xf32>, %2: memref<4x3xf32>) "f/%3" {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c3 = arith.constant 3 : index
+    %c4 = arith.constant 4 : index
+    scf.for %i = %c0 to %c4 step %c1 {
+      %k = arith.subi %c3, %i : index
+      scf.for %j = %c0 to %c3 step %c1 {
+        %x = memref.load %0[%i, %j] : memref<4x3xf32>
+        %m = memref.load %1[%k] : memref<4xf32>
+        %y = arith.subf %x, %m : f32
+        memref.store %y, %2[%i, %j] : memref<4x3xf32>
+      } {psk_kernel.parallel}
+    } {psk_kernel.parallel}
+  }
+  psk_kernel.kernel @center_split(%0: memref<4x3xf32>, %1: memref<4xf32>, %2: memref<4x3xf32>) "f/%4" {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c3 = arith.constant 3 : index
+    %c4 = arith.constant 4 : index
+    scf.for %i = %c0 to %c4 step %c1 {
+      scf.for %j = %c0 to %c3 step %c1 {
+        %x = memref.load %0[%i, %j] : memref<4x3xf32>
+        %m = memref.load %1[%i] : memref<4xf32>
+        %y = arith.subf %x, %m : f32
+        memref.store %y, %2[%i, %j] : memref<4x3xf32>
+      } {psk_kernel.parallel}
+    } {psk_kernel.parallel, psk_kernel.workers = 2 : i64}
+  }
+  psk_kernel.kernel @negate(%0: memref<4xf32>, %1: memref<4xf32>) "f/%5" {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c4 = arith.constant 4 : index
+    scf.for %i = %c0 to %c4 step %c1 {
+      %x = memref.load %0[%i] : memref<4xf32>
+      %y = arith.negf %x : f32
+      memref.store %y, %1[%i] : memref<4xf32>
+    } {psk_kernel.parallel}
+  }
+  psk_kernel.kernel @wide(%0: memref<6x3xf32>, %1: memref<6x3xf32>) "f/%6" {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c3 = arith.constant 3 : index
+    %c6 = arith.constant 6 : index
+    scf.for %i = %c0 to %c6 step %c1 {
+      scf.for %j = %c0 to %c3 step %c1 {
+        %x = memref.load %0[%i, %j] : memref<6x3xf32>
+        %y = arith.negf %x : f32
+        memref.store %y, %1[%i, %j] : memref<6x3xf32>
+      } {psk_kernel.parallel}
+    } {psk_kernel.parallel}
+  }
+"""
+
+
+def host_module(body: str, args: str = "%x: memref<4x3xf32>", results: str = "memref<4x3xf32>") -> ModuleOp:
+    text = f"""builtin.module {{
+{KERNELS}
+  psk_kernel.host @f({args}) -> ({results}) {{
+{body}
+  }}
+}}"""
+    module = parse_module(presk_context(), text, "<test>").module
+    module.verify()
+    return module
+
+
+def fused(module: ModuleOp, budget: int | None = None) -> ModuleOp:
+    out = module.clone()
+    FuseSlices(budget=budget).apply(presk_context(), out)
+    out.verify()
+    return out
+
+
+def same_results(module: ModuleOp, after: ModuleOp, native: NativeRunner) -> None:
+    shapes = HostProgram(module, KernelInterpreter().runner).inputs
+    leaves = [(np.arange(int(np.prod(shape))) * 0.37 - 1.1).reshape(shape).astype(dtype) for shape, dtype in shapes]
+    reference = run_bytes(module, KernelInterpreter().runner, leaves)
+    assert run_bytes(after, KernelInterpreter().runner, leaves) == reference
+    assert run_bytes(after, native, leaves) == reference
+
+
+SUM_THEN = """
+    %s = psk_kernel.alloc : memref<4xf32>
+    psk_kernel.launch @rowsum(%x, %s) {{site = "f/%1"}} : memref<4x3xf32>, memref<4xf32>
+    %c = psk_kernel.alloc : memref<4x3xf32>
+    psk_kernel.launch @{reader}(%x, %s, %c) {{site = "f/%2"}} : memref<4x3xf32>, memref<4xf32>, memref<4x3xf32>
+    psk_kernel.return %c : memref<4x3xf32>"""
+
+
+def test_a_sum_and_its_row_reader_merge(native: NativeRunner) -> None:
+    module = host_module(SUM_THEN.format(reader="center"))
+    after = fused(module)
+    assert [l.kernel.string_value() for l in launches(after)] == ["rowsum+center"]
+    same_results(module, after, native)
+
+
+def test_a_reader_of_one_axis_runs_inside_the_blocks(native: NativeRunner) -> None:
+    """negate's loop over the four sums is its innermost: it runs two rows a block after the sums."""
+    module = host_module(
+        """
+    %s = psk_kernel.alloc : memref<4xf32>
+    psk_kernel.launch @rowsum(%x, %s) {site = "f/%1"} : memref<4x3xf32>, memref<4xf32>
+    %n = psk_kernel.alloc : memref<4xf32>
+    psk_kernel.launch @negate(%s, %n) {site = "f/%5"} : memref<4xf32>, memref<4xf32>
+    psk_kernel.return %n : memref<4xf32>""",
+        results="memref<4xf32>",
+    )
+    after = fused(module)
+    assert [l.kernel.string_value() for l in launches(after)] == ["rowsum+negate"]
+    same_results(module, after, native)
+
+
+def test_the_budget_bounds_what_one_iteration_touches() -> None:
+    module = host_module(SUM_THEN.format(reader="center"))
+    # One block of two rows: x's two rows (24 bytes), two sums (8), two rows of the result (24).
+    assert len(launches(fused(module, budget=56))) == 1
+    assert len(launches(fused(module, budget=55))) == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the reader takes another row's sum
+        SUM_THEN.format(reader="center_reversed"),
+        # a layout stated the reader's workers
+        SUM_THEN.format(reader="center_split"),
+        # the reader reads a view of the sums
+        """
+    %s = psk_kernel.alloc : memref<4xf32>
+    psk_kernel.launch @rowsum(%x, %s) {site = "f/%1"} : memref<4x3xf32>, memref<4xf32>
+    %v = psk_kernel.view %s : memref<4xf32> to memref<4xf32>
+    %c = psk_kernel.alloc : memref<4x3xf32>
+    psk_kernel.launch @center(%x, %v, %c) {site = "f/%2"} : memref<4x3xf32>, memref<4xf32>, memref<4x3xf32>
+    psk_kernel.return %c : memref<4x3xf32>""",
+        # a launch in between reads other rows' sums: the row sum cannot move down to the reader
+        """
+    %s = psk_kernel.alloc : memref<4xf32>
+    psk_kernel.launch @rowsum(%x, %s) {site = "f/%1"} : memref<4x3xf32>, memref<4xf32>
+    %r = psk_kernel.alloc : memref<4x3xf32>
+    psk_kernel.launch @center_reversed(%x, %s, %r) {site = "f/%3"} : memref<4x3xf32>, memref<4xf32>, memref<4x3xf32>
+    %c = psk_kernel.alloc : memref<4x3xf32>
+    psk_kernel.launch @center(%x, %s, %c) {site = "f/%2"} : memref<4x3xf32>, memref<4xf32>, memref<4x3xf32>
+    psk_kernel.return %c : memref<4x3xf32>""",
+        # the second writes what the first reads
+        """
+    %s = psk_kernel.alloc : memref<4xf32>
+    psk_kernel.launch @rowsum(%x, %s) {site = "f/%1"} : memref<4x3xf32>, memref<4xf32>
+    psk_kernel.launch @center(%x, %s, %x) {site = "f/%2"} : memref<4x3xf32>, memref<4xf32>, memref<4x3xf32>
+    psk_kernel.return %x : memref<4x3xf32>""",
+    ],
+    ids=["other-row", "workers-stated", "view", "reader-between", "write-after-read"],
+)
+def test_illegal_merges_are_left_alone(body: str) -> None:
+    after = fused(host_module(body))
+    assert not any(l.kernel.string_value().startswith("rowsum+") for l in launches(after))
+
+
+def test_other_row_counts_do_not_merge() -> None:
+    module = host_module(
+        """
+    %w = psk_kernel.alloc : memref<6x3xf32>
+    psk_kernel.launch @wide(%y, %w) {site = "f/%6"} : memref<6x3xf32>, memref<6x3xf32>
+    %s = psk_kernel.alloc : memref<4xf32>
+    psk_kernel.launch @rowsum(%x, %s) {site = "f/%1"} : memref<4x3xf32>, memref<4xf32>
+    %c = psk_kernel.alloc : memref<4x3xf32>
+    psk_kernel.launch @center(%x, %s, %c) {site = "f/%2"} : memref<4x3xf32>, memref<4xf32>, memref<4x3xf32>
+    psk_kernel.return %c : memref<4x3xf32>""",
+        args="%x: memref<4x3xf32>, %y: memref<6x3xf32>",
+    )
+    names = [l.kernel.string_value() for l in launches(fused(module))]
+    assert names == ["wide", "rowsum+center"]
+
+
+def test_affine_index_follows_index_arithmetic() -> None:
+    module = host_module(SUM_THEN.format(reader="center_reversed"))
+    rowsum, reversed_ = kernel(module, "rowsum"), kernel(module, "center_reversed")
+    (outer,) = [op for op in rowsum.body.block.ops if isinstance(op, scf.ForOp)]
+    b = outer.body.block.args[0]
+    stores = [op for op in outer.body.block.ops if op.name == "memref.store"]
+    assert [affine_index(s.operands[2], [b]) for s in stores] == [((2,), 0), ((2,), 1)]
+    (loop,) = [op for op in reversed_.body.block.ops if isinstance(op, scf.ForOp)]
+    (k,) = [op for op in loop.body.block.ops if op.name == "arith.subi"]
+    assert affine_index(k.results[0], [loop.body.block.args[0]]) == ((-1,), 3)
+    assert affine_index(k.results[0], []) is None  # the counter is not one of those asked for
+
+
+def test_registered_in_the_universe() -> None:
+    from presk.universe import PRESK_UNIVERSE
+
+    assert PRESK_UNIVERSE.all_passes["psk-fuse-slices"]() is FuseSlices
