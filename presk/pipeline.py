@@ -21,6 +21,7 @@ from presk.passes.fuse import FuseElementwise
 from presk.passes.fuse_launches import FuseLaunches
 from presk.passes.fuse_slices import FuseSlices
 from presk.passes.pack import PackOperands
+from presk.passes.share_launches import ShareLaunches
 from presk.passes.realize import apply_plan
 from presk.passes.softmax_passes import SoftmaxPasses
 from presk.passes.split import split_kernels
@@ -72,8 +73,8 @@ def lower(
 ) -> ModuleOp:
     """The kernels and host program of `entry` (a new module; `module` is unchanged).
 
-    `fuse_launches` (default: as `fuse`) runs `psk-fuse-launches` on the kernels, and `fuse_slices` (default: as
-    `fuse_launches`) `psk-fuse-slices` after it.
+    `fuse_launches` (default: as `fuse`) runs `psk-share-launches` and `psk-fuse-launches` on the kernels, and
+    `fuse_slices` (default: as `fuse_launches`) `psk-fuse-slices` after them.
     """
     kernels = realize(module, env, plan, fuse, entry)
     ctx = presk_context()
@@ -81,6 +82,7 @@ def lower(
     apply_layouts(kernels)
     launches = fuse if fuse_launches is None else fuse_launches
     if launches:
+        ShareLaunches().apply(ctx, kernels)
         FuseLaunches().apply(ctx, kernels)
     if launches if fuse_slices is None else fuse_slices:
         FuseSlices().apply(ctx, kernels)

@@ -9,33 +9,47 @@ LayerNorms of a training step spent 61 ms there where PyTorch's fused
 kernels spend 20. `psk-fuse-launches` cannot merge them: a reduction has a
 running value, and its output has fewer axes than the nests around it.
 What they share is their outermost loop, over B: iteration `b` of each
-reads and writes only row `b` of the buffers the others read and write.
+reads and writes only row `b` of the buffers the others read and write,
+and inside it, iteration `t` of a block of rows only that block.
 
-- A *sliced kernel* is one whose split loop (`presk.analysis.split_loop`:
-  the only loop at the top of its body, parallel, constant bounds) starts at
-  0 with step 1 and carries no attribute but `psk_kernel.parallel` (no
-  workers stated by a layout). An argument is *sliced* when every use of it
-  in the kernel is a load or store whose first index is that loop's counter.
-- Two launches L1 before L2 merge when both kernels are sliced with the same
-  trip count, they are related (L2 reads what L1 writes, or both read one
-  buffer), L2 writes nothing L1 reads or writes, every buffer L1 writes and
-  L2 reads is passed to both as itself (not a view) and is sliced in both
-  kernels, and L1 can move down to L2 (no launch in between reads what L1
-  writes or writes what L1 reads or writes; views are followed to the
-  buffer they show). Iteration `b` of L2 then reads only what iteration `b`
-  of L1 wrote, and no other iteration of L1 writes it.
-- The merged kernel runs, in iteration `b`, L1's whole body then L2's. Every
-  load and store stays: the same operations on the same values in the same
-  order per row, so the bits are those of the separate launches; only the
-  time between a row's store and its load shrinks. The split loop stays
-  parallel: rows are independent in both kernels.
+- A *sliced kernel* has *leading loops*: its split loop
+  (`presk.analysis.split_loop`), then each loop nested alone in the one
+  before, beside nothing but index arithmetic; each runs from 0 by 1 to a
+  constant, is parallel, and carries no other attribute (the top one may
+  state its workers). An argument is sliced by the first `p` of them when
+  every use of it is a load or store whose index along axis `j < p` is
+  `s_j·t_j + e`, `t_j` the loop's counter and `e` in `[0, s_j)` (a constant,
+  or the counter of a loop inside over the block's rows): iteration `t_j`
+  covers rows `s_j·t_j` to `s_j·t_j + s_j − 1` of that axis, a block of
+  `s_j` rows (8 for a mean's rows summed side by side, 1 for an
+  elementwise kernel).
+- Two launches L1 before L2 merge at depth `d` when their first `d` leading
+  loops cover the same rows (the same trip counts and blocks above the
+  last, and at the last the same rows, in blocks of equal size or one of
+  them 1), their top loops carry the same attributes, they are related (L2
+  reads what L1 writes, or both read one buffer), L2 writes nothing L1
+  reads or writes, every buffer L1 writes and L2 reads is passed to both
+  as itself (not a view) and sliced by `d` loops in both kernels, and L1
+  can move down to L2 (no launch in between reads what L1 writes or writes
+  what L1 reads or writes; views are followed to the buffer they show).
+  Iteration `t` of L2 then reads only rows iteration `t` of L1 wrote, which
+  no other iteration of L1 writes. The deepest such `d` is taken, but never
+  the level where both kernels' innermost bodies would meet (that is
+  `psk-fuse-launches`' merge).
+- The merged kernel keeps the loops of the kernel with the larger block at
+  depth `d`; in its loop at depth `d` L1's body runs, then L2's, the one of
+  block 1 in a loop over the block's rows. Every load and store stays: the
+  same operations on the same values in the same order per element, so the
+  bits are those of the separate launches; only the time between a row's
+  store and its load shrinks. The split loop stays parallel: rows are
+  independent in both kernels.
 - A merge happens only while one iteration's data fits the private cache
-  (`Machine.private_cache`, L2 on x86-64): a sliced argument counts one row
-  (its bytes over its first axis), any other its whole size, since every
-  iteration may read all of it. Beyond that a row would leave the cache
-  before the next body reads it, and merging gains nothing.
+  (`Machine.private_cache`, L2 on x86-64): a sliced argument counts its
+  block of rows, any other its whole size, since every iteration may read
+  all of it. Beyond that a row would leave the cache before the next body
+  reads it, and merging gains nothing.
 - The merged kernel is named `k1+k2` with site `s1+s2`, built once per pair
-  of kernels and pattern of buffers (the layers of a fold share it).
+  of kernels, pattern of buffers and depth (the layers of a fold share it).
 
 It runs after `psk-fuse-launches` (which merges whole nests and forwards
 values between them) and applies until no two launches merge.
@@ -61,7 +75,7 @@ from xdsl.rewriter import InsertPoint
 
 from presk.analysis import STORE_OPS, affine_index, constant_int, split_loop, trip_count, written_buffers
 from presk.dialects import psk_kernel as pk
-from presk.dialects.psk_kernel import PARALLEL
+from presk.dialects.psk_kernel import PARALLEL, WORKERS
 from presk.lowering.llvm.irtypes import buffer_bytes
 from presk.passes.kernel_layout import unique_name
 from presk.target import Machine, target_machine
@@ -105,17 +119,19 @@ class SlicedKernel:
         return self.innermost and depth == len(self.loops)
 
 
-def _is_row_loop(op: scf.ForOp) -> bool:
+def _is_row_loop(op: scf.ForOp, top: bool) -> bool:
+    """A parallel loop from 0 by 1 to a constant; the top one may state its workers (`psk-split`)."""
+    allowed = {PARALLEL, WORKERS} if top else {PARALLEL}
     return (
-        set(op.attributes) == {PARALLEL} and not op.iter_args and constant_int(op.lb) == 0
-        and constant_int(op.step) == 1 and trip_count(op) is not None
+        PARALLEL in op.attributes and set(op.attributes) <= allowed and not op.iter_args
+        and constant_int(op.lb) == 0 and constant_int(op.step) == 1 and trip_count(op) is not None
     )  # fmt: skip
 
 
 def _leading_loops(kernel: pk.KernelOp) -> list[scf.ForOp]:
     """The split loop and the loops nested alone below it, beside nothing but index arithmetic."""
     loop = split_loop(kernel)
-    if loop is None or not _is_row_loop(loop):
+    if loop is None or not _is_row_loop(loop, top=True):
         return []
     if any(op is not loop and not _is_arith(op) for op in kernel.body.block.ops):
         return []
@@ -123,7 +139,7 @@ def _leading_loops(kernel: pk.KernelOp) -> list[scf.ForOp]:
     while True:
         body = [op for op in loops[-1].body.block.ops if not isinstance(op, scf.YieldOp)]
         inner = [op for op in body if isinstance(op, scf.ForOp)]
-        if len(inner) != 1 or not _is_row_loop(inner[0]) or any(op is not inner[0] and not _is_arith(op) for op in body):
+        if len(inner) != 1 or not _is_row_loop(inner[0], top=False) or any(op is not inner[0] and not _is_arith(op) for op in body):
             return loops
         loops.append(inner[0])
 
@@ -313,6 +329,8 @@ class MergeSlices(RewritePattern):
         buffer L1 writes and L2 reads is sliced down to it in both, so that L2 reads what the same iteration wrote."""
         s1, s2 = first.slices, second.slices
         assert s1 is not None and s2 is not None
+        if s1.loops[0].attributes != s2.loops[0].attributes:
+            return False  # workers stated by one layout and not the other, or other workers
         for j in range(depth - 1):
             if s1.trips[j] != s2.trips[j] or s1.steps[j] != s2.steps[j]:
                 return False
@@ -417,7 +435,7 @@ def _merged_kernel(
         one = arith.ConstantOp.from_int_and_width(1, IndexType())
         inner = Block(arg_types=[IndexType()])
         row_loop = scf.ForOp(zero, width, one, [], Region(inner))
-        row_loop.attributes.update(other.loops[last].attributes)
+        row_loop.attributes[PARALLEL] = other.loops[last].attributes[PARALLEL]
         for op in (width, zero, one, row_loop):
             body.insert_op_before(op, anchor)
         start = arith.MuliOp(counter, width)

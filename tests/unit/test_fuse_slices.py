@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -26,6 +26,7 @@ from conftest import load_with_aliases  # noqa: E402
 from presk import sizes  # noqa: E402
 from presk.analysis import affine_index  # noqa: E402
 from presk.dialects import psk_kernel as pk  # noqa: E402
+from presk.dialects.psk_kernel import WORKERS  # noqa: E402
 from presk.interp.inputs import make_inputs  # noqa: E402
 from presk.interp.kernel import KernelInterpreter  # noqa: E402
 from presk.interp.reference import find_entry  # noqa: E402
@@ -129,6 +130,26 @@ KERNELS = """
       memref.store %s0, %1[%r0] : memref<4xf32>
       memref.store %s1, %1[%r1] : memref<4xf32>
     } {psk_kernel.parallel}
+  }
+  psk_kernel.kernel @rowsum_split(%0: memref<4x3xf32>, %1: memref<4xf32>) "f/%7" {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c3 = arith.constant 3 : index
+    %z = arith.constant 0.0 : f32
+    scf.for %b = %c0 to %c2 step %c1 {
+      %r0 = arith.muli %b, %c2 : index
+      %r1 = arith.addi %r0, %c1 : index
+      %s0, %s1 = scf.for %j = %c0 to %c3 step %c1 iter_args(%a0 = %z, %a1 = %z) -> (f32, f32) {
+        %x0 = memref.load %0[%r0, %j] : memref<4x3xf32>
+        %n0 = arith.addf %a0, %x0 : f32
+        %x1 = memref.load %0[%r1, %j] : memref<4x3xf32>
+        %n1 = arith.addf %a1, %x1 : f32
+        scf.yield %n0, %n1 : f32, f32
+      }
+      memref.store %s0, %1[%r0] : memref<4xf32>
+      memref.store %s1, %1[%r1] : memref<4xf32>
+    } {psk_kernel.parallel, psk_kernel.workers = 2 : i64}
   }
   psk_kernel.kernel @center(%0: memref<4x3xf32>, %1: memref<4xf32>, %2: memref<4x3xf32>) "f/%2" {
     %c0 = arith.constant 0 : index
@@ -254,6 +275,18 @@ def test_a_reader_of_one_axis_runs_inside_the_blocks(native: NativeRunner) -> No
     )
     after = fused(module)
     assert [l.kernel.string_value() for l in launches(after)] == ["rowsum+negate"]
+    same_results(module, after, native)
+
+
+def test_kernels_stating_the_same_workers_merge(native: NativeRunner) -> None:
+    """Both loops state two workers (`psk-split`): the merged kernel's loop states them; the block's rows do not."""
+    module = host_module(SUM_THEN.format(reader="center_split").replace("@rowsum(", "@rowsum_split("))
+    after = fused(module)
+    (launch,) = launches(after)
+    merged = kernel(after, launch.kernel.string_value())
+    (top,) = [op for op in merged.body.block.ops if isinstance(op, scf.ForOp)]
+    assert top.attributes[WORKERS] == IntegerAttr(2, 64)
+    assert sum(WORKERS in op.attributes for op in merged.walk() if isinstance(op, scf.ForOp)) == 1
     same_results(module, after, native)
 
 
