@@ -504,7 +504,35 @@ def emit_blocked_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue, summ
         kb.store(kb.load(source, [*ivs, *ks, column]), panel, [*ivs, jb, *ks, s])
 
 
-def _emit_transposed_blocks(kb: KernelBuilder, source: SSAValue, panel: SSAValue, lanes: int) -> None:
+def emit_transposed_blocked_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue) -> None:
+    """panel[..., jb, k, s] = source[..., j0(jb) + s, k]: operand 1 of an NT contraction as an NN one's blocked panel.
+
+    An NT operand b[..., J, K] is transposed and cut into blocks of the
+    tile's n columns in one copy, so that the contraction reads it as
+    `emit_blocked_pack`'s panel (one contiguous stream a tile) rather than
+    as a transposed [..., K, J] panel whose rows are J apart: at J = 1536 a
+    k-block of a tile's columns sits at a 6 KiB stride, in two of L1's sets.
+    Block jb starts at j0(jb) = jb·n, the last one shifted back to end at
+    J's end where n does not divide J (`emit_blocked_pack`). Where the
+    blocks and K are whole register blocks, L×L blocks move through a
+    register transpose (`_emit_transposed_blocks`); elsewhere element by
+    element. Only data moves: the bits are the source's.
+    """
+    assert isinstance(panel.type, MemRefType) and isinstance(source.type, MemRefType)
+    *outer, count, k_size, n = panel.type.get_shape()
+    j_size = source.type.get_shape()[-2]
+    lanes = PACK_LANES.get(type(panel.type.element_type))
+    if lanes is not None and n % lanes == 0 and j_size % n == 0 and k_size % lanes == 0:
+        _emit_transposed_blocks(kb, source, panel, lanes, n)
+        return
+    with kb.nest([*outer, count, k_size, n]) as (*ivs, jb, k, s):
+        start = kb.offset(jb, n, 0) if j_size % n == 0 else _shifted_start(kb, jb, n, j_size)
+        kb.store(kb.load(source, [*ivs, kb.offset(start, 1, s), k]), panel, [*ivs, jb, k, s])
+
+
+def _emit_transposed_blocks(
+    kb: KernelBuilder, source: SSAValue, panel: SSAValue, lanes: int, block: int | None = None
+) -> None:
     """panel[..., k, j] = source[..., j, k] by L×L blocks: L loads along K, a register transpose, L stores along J.
 
     Element by element, the copy reads along K and writes along J, one of
@@ -513,12 +541,28 @@ def _emit_transposed_blocks(kb: KernelBuilder, source: SSAValue, panel: SSAValue
     transpose is log₂ L rounds of two-input shuffles: round h exchanges,
     in every 2h × 2h block of the L × L block, the top-right and bottom-left
     h × h blocks; after h = L/2, …, 1 every element is at its transposed
-    place. Only data moves: the bits are the source's.
+    place. Only data moves: the bits are the source's. With `block` = n the
+    panel is [..., J/n, K, n] (`emit_transposed_blocked_pack`): the L×L
+    block at column j0 of the source lands in column block j0 / n, at
+    j0 mod n.
     """
     assert isinstance(panel.type, MemRefType)
-    *outer, k_size, j_size = panel.type.get_shape()
-    with kb.nest([*outer, j_size // lanes, k_size // lanes]) as (*ivs, jb, kblock):
-        j0, k0 = kb.offset(jb, lanes, 0), kb.offset(kblock, lanes, 0)
+    if block is None:
+        *outer, k_size, j_size = panel.type.get_shape()
+        counts = [*outer, j_size // lanes, k_size // lanes]
+    else:
+        *outer, count, k_size, _ = panel.type.get_shape()
+        counts = [*outer, count, block // lanes, k_size // lanes]
+    with kb.nest(counts) as all_ivs:
+        kblock = all_ivs[-1]
+        if block is None:
+            ivs, (jl,) = all_ivs[: len(outer)], all_ivs[len(outer) : -1]
+            j0 = kb.offset(jl, lanes, 0)
+        else:
+            ivs, (jb, sub) = all_ivs[: len(outer)], all_ivs[len(outer) : -1]
+            within = kb.offset(sub, lanes, 0)
+            j0 = kb.offset(jb, block, within)
+        k0 = kb.offset(kblock, lanes, 0)
         rows = [kb.vector_load(source, [*ivs, kb.offset(j0, 1, i), k0], lanes) for i in range(lanes)]
         h = lanes // 2
         while h:
@@ -529,7 +573,10 @@ def _emit_transposed_blocks(kb: KernelBuilder, source: SSAValue, panel: SSAValue
                     rows[i], rows[i + h] = kb.shuffle(a, b, low), kb.shuffle(a, b, high)
             h //= 2
         for i, row in enumerate(rows):
-            kb.vector_store(row, panel, [*ivs, kb.offset(k0, 1, i), j0])
+            if block is None:
+                kb.vector_store(row, panel, [*ivs, kb.offset(k0, 1, i), j0])
+            else:
+                kb.vector_store(row, panel, [*ivs, jb, kb.offset(k0, 1, i), within])
 
 
 def _exchange_masks(lanes: int, h: int) -> tuple[list[int], list[int]]:

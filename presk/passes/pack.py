@@ -3,8 +3,10 @@
 An NT contraction reads operand 1 as b[outer..., J, K]: along a tile's
 columns its elements are K apart, so lanes across J cannot load them
 together. With `pack: true` the host launches a copy kernel `pack` that
-writes b to a panel [outer..., K, J] (the bits unchanged), and the
-contraction reads the panel as NN.
+writes b, transposed, to the blocked panel [outer..., ⌈J/n⌉, K, n] an NN
+contraction's pack writes (below), and the contraction reads it as that
+NN one does; a row-wise NT contraction, which has no tile, gets the plain
+transposed panel [outer..., K, J]. The bits move unchanged.
 
 An NN contraction reads operand 1's rows in place, J apart: at J = 2048 a
 k-block of a tile's columns sits at an 8 KiB stride, in a handful of the
@@ -77,7 +79,11 @@ class PackOperand(RewritePattern):
         assert isinstance(source, MemRefType)
         shape = source.get_shape()
         transposed = op.nt is not None
-        if transposed:
+        blocked = layout.get("form") != "row-wise" and not op.summed_outer and contraction.tiled_layout(layout).n > 1
+        if transposed and blocked:  # [outer..., J, K] → [outer..., ⌈J/n⌉, K, n]
+            n = contraction.tiled_layout(layout).n
+            panel_type = MemRefType(source.element_type, [*shape[:-2], contraction.blocks(shape[-2], n), shape[-1], n])
+        elif transposed:
             panel_type = MemRefType(source.element_type, [shape[d] for d in _swap_last_two(len(shape))])
         else:
             if layout.get("form") == "row-wise":
@@ -88,12 +94,13 @@ class PackOperand(RewritePattern):
                 source.element_type,
                 [*shape[: -summed - 1], contraction.blocks(shape[-1], n), *shape[-summed - 1 : -1], n],
             )
-        self.read_panel(op, 1, panel_type, self.pack_kernel(k, source, panel_type, transposed, 1 + len(op.summed_outer)), rewriter)
+        copy = self.pack_kernel(k, source, panel_type, transposed, 1 + len(op.summed_outer))
+        self.read_panel(op, 1, panel_type, copy, rewriter)
         if transposed:
             axes = op.axes_of("rhs")
             op.properties["rhs_axes"] = ArrayAttr([StringAttr(axes[d]) for d in _swap_last_two(len(axes))])
             del op.properties["nt"]
-        else:
+        if not transposed or blocked:
             op.properties["rhs_block"] = IntegerAttr(panel_type.get_shape()[-1], i64)
         self.pack_rows(op, layout, rewriter)
         consume(k, ["pack"])
@@ -157,7 +164,9 @@ class PackOperand(RewritePattern):
         if key not in self.copies:
             copy = kernel.KernelOp(fresh_name(self.module, "pack"), k.site.data, [source, panel])
             kb, (source_arg, panel_arg) = KernelBuilder(copy.body.block), copy.body.block.args
-            if transposed:
+            if transposed and len(panel.get_shape()) > len(source.get_shape()):
+                contraction.emit_transposed_blocked_pack(kb, source_arg, panel_arg)
+            elif transposed:
                 contraction.emit_pack(kb, source_arg, panel_arg, _swap_last_two(len(source.get_shape())))
             else:
                 contraction.emit_blocked_pack(kb, source_arg, panel_arg, summed)

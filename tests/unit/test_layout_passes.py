@@ -133,8 +133,9 @@ func.func @gram(%q: !Q) -> !S {
 
 
 def test_pack_of_an_operand_the_contraction_also_reads_as_operand_0(tmp_path: Path) -> None:
-    """q qᵀ: one buffer is both operands, so psk-pack gives the panel a buffer of its own (second)
-    rather than retyping the shared one; the result keeps the default's bits on both executors."""
+    """q qᵀ: one buffer is both operands, so psk-pack gives the panel (transposed into one block of the
+    tile's 16 columns) a buffer of its own (second) rather than retyping the shared one; the result keeps
+    the default's bits on both executors."""
     program_path = tmp_path / "gram.mlir"
     program_path.write_text(GRAM)
     program = load_program(str(program_path), [], [])
@@ -144,7 +145,7 @@ def test_pack_of_an_operand_the_contraction_also_reads_as_operand_0(tmp_path: Pa
     packed = lower(module, "gram", env, plan_from_options(None, f"@{plan}"), fuse_slices=False)
     contraction = next(k for k in packed.walk() if isinstance(k, kernel.KernelOp) and k.sym_name.data == "ein")
     assert [str(t) for t in contraction.body.block.arg_types] == [
-        "memref<2x16x8xf32>", "memref<2x8x16xf32>", "memref<2x16x16xf32>"
+        "memref<2x16x8xf32>", "memref<2x1x8x16xf32>", "memref<2x16x16xf32>"
     ]  # fmt: skip
     default = lower(module, "gram", env, plan_from_options("f32", None))
     inputs = flatten_inputs(make_inputs(find_entry(module, "gram"), env, 0))

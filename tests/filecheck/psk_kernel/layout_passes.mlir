@@ -46,17 +46,18 @@
 // EPILOGUE-NEXT: psk_kernel.launch @"ein+add"(%0, %1, %2, %3)
 // EPILOGUE-NEXT: psk_kernel.return %3
 
-// psk-pack: a copy kernel writes k as a panel [batch, heads, hd, seq2], launched first; the contract reads it as NN.
+// psk-pack: a copy kernel writes k transposed into the blocked panel [batch, heads, seq2 / 16, hd, 16] of
+// the tile's 16 columns, launched first; the contract reads it as an NN contraction reads its packed panel.
 // The copy goes by 16 x 16 blocks: 16 rows of k loaded along hd, transposed by 4 rounds of 16 shuffles,
-// 16 rows stored along seq2.
-// PACKED:      psk_kernel.kernel @pack(%0: memref<2x2x16x16xf32>, %1: memref<2x2x16x16xf32>) "masked_scores/%0" {
+// 16 rows stored along the block's columns.
+// PACKED:      psk_kernel.kernel @pack(%0: memref<2x2x16x16xf32>, %1: memref<2x2x1x16x16xf32>) "masked_scores/%0" {
 // PACKED-COUNT-16: vector.load %0[{{.*}}] : memref<2x2x16x16xf32>, vector<16xf32>
 // PACKED-COUNT-64: vector.shuffle
-// PACKED-COUNT-16: vector.store %{{[0-9]+}}, %1[{{.*}}] : memref<2x2x16x16xf32>, vector<16xf32>
+// PACKED-COUNT-16: vector.store %{{[0-9]+}}, %1[{{.*}}] : memref<2x2x1x16x16xf32>, vector<16xf32>
 // PACKED-NOT:  memref.load
 // PACKED:      layout = #psk_realize.layout<tile = [4, 16], lanes = 8, default(
-// PACKED-NEXT:   psk_kernel.contract %0, %1 plus %2 {{.*}} rhs_axes = ["batch", "heads", "hd", "seq2"], {{.*}} arith_type = f32, addend_type
-// PACKED:        %4 = psk_kernel.alloc : memref<2x2x16x16xf32>
+// PACKED-NEXT:   psk_kernel.contract %0, %1 plus %2 {{.*}} rhs_axes = ["batch", "heads", "hd", "seq2"], {{.*}} arith_type = f32, addend_type = {{.*}}, rhs_block = 16 : i64}
+// PACKED:        %4 = psk_kernel.alloc : memref<2x2x1x16x16xf32>
 // PACKED-NEXT:   psk_kernel.launch @pack(%1, %4)
 // PACKED-NEXT:   psk_kernel.launch @"ein+add"(%0, %4, %2, %3)
 
