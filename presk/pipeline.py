@@ -2,7 +2,8 @@
 
 It stands above the passes and the lowering, which it strings together, so
 that neither room imports the other's driver. The same sequence `presk-opt` spells as
-`psk-bind,psk-fuse,psk-realize,psk-lower-kernel{entry=F},psk-epilogue,psk-pack,psk-tile,psk-softmax-passes,psk-split,psk-vectorize`, as one function
+`psk-bind,psk-fuse,psk-realize,psk-lower-kernel{entry=F},psk-epilogue,psk-pack,psk-tile,psk-softmax-passes,psk-split,psk-vectorize`
+(then `psk-share-launches,psk-fuse-launches,psk-fuse-slices`), as one function
 for the subcommands and tests that run or print a program's kernels.
 """
 

@@ -41,25 +41,19 @@ are not affected: this pass runs below them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import memref, scf
-from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Attribute, Block, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import (
-    PatternRewriter,
-    PatternRewriteWalker,
-    RewritePattern,
-    op_type_rewrite_pattern,
-)
-from xdsl.rewriter import InsertPoint
+from xdsl.pattern_rewriter import PatternRewriteWalker
 
-from presk.analysis import constant_int, written_buffers
+from presk.analysis import constant_int
 from presk.dialects import psk_kernel as pk
 from presk.dialects.psk_kernel import PARALLEL
-from presk.passes.kernel_layout import unique_name
+from presk.passes.host_launches import Launched, MergeLaunchPairs, erase_unlaunched, may_merge, root
 
 __all__ = ["FuseLaunches", "MergeLaunches", "PureNest", "pure_nest"]
 
@@ -159,111 +153,38 @@ def pure_nest(kernel: pk.KernelOp) -> PureNest | None:
     return PureNest(kernel, tuple(loops), space, tuple(levels), tuple(loads), tuple(stores))  # type: ignore[arg-type]
 
 
-def _elements(value: SSAValue) -> int:
-    count = 1
-    for size in value.type.get_shape():  # type: ignore[attr-defined]
-        count *= size
-    return count
-
-
-def _root(value: SSAValue) -> SSAValue:
-    """The buffer a host value shows (views followed to their source)."""
-    while isinstance(value.owner, pk.ViewOp):
-        value = value.owner.source
-    return value
-
-
 @dataclass
-class _Launch:
-    op: pk.LaunchOp
-    nest: PureNest | None
-    kernel: pk.KernelOp
-    reads: set[SSAValue]
-    """Roots of the buffers the kernel loads (all its buffers when it is not a pure nest)."""
-    writes: set[SSAValue]
+class MergeLaunches(MergeLaunchPairs[PureNest, dict[int, int]]):
+    """Merge pairs of launches of pure nests over one space in a host program, until none merges."""
 
+    def analyse(self, kernel: pk.KernelOp) -> PureNest | None:
+        return pure_nest(kernel)
 
-def _access(launch: pk.LaunchOp, kernel: pk.KernelOp, nest: PureNest | None) -> _Launch:
-    buffers = list(launch.buffers)
-    if nest is None:  # conservatively: reads everything, writes what it stores to
-        written = written_buffers(kernel)
-        return _Launch(launch, None, kernel, {_root(b) for b in buffers}, {_root(buffers[i]) for i in written})
-    return _Launch(
-        launch, nest, kernel, {_root(buffers[i]) for i in nest.read()}, {_root(buffers[i]) for i in nest.written()}
-    )
+    def reads(self, kernel: pk.KernelOp, analysis: PureNest | None) -> frozenset[int]:
+        """The buffers a pure nest loads; all of them for any other kernel."""
+        return super().reads(kernel, analysis) if analysis is None else frozenset(analysis.read())
 
-
-@dataclass
-class MergeLaunches(RewritePattern):
-    """Merge one pair of launches of a host program (the pass applies it until nothing merges)."""
-
-    merged: dict[tuple[object, ...], str] = field(default_factory=dict)
-    """(kernel names, buffer pattern) → the merged kernel already built for it."""
-    nests: dict[pk.KernelOp, PureNest | None] = field(default_factory=dict)
-    """Each kernel's analysis (kernels do not change; merged ones are new ops)."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: pk.HostOp, rewriter: PatternRewriter) -> None:
-        """Every merge of the host program, one pair at a time, each time the first launch that has a partner.
-
-        All of them in one match: a merge changes only the host program, and the walker would otherwise walk
-        every kernel of the module again after each one (the training step's 125 merges took 20 s that way).
-        A merge of L1 (position a) into L2 leaves the pairs whose second launch comes before a as they were,
-        and they had no partner, so the search resumes at a: the pairs found, and their order, are those of
-        a search from the start.
-        """
-        module = op.parent_op()
-        if not isinstance(module, ModuleOp):
-            return
-        kernels = {k.sym_name.data: k for k in module.body.block.ops if isinstance(k, pk.KernelOp)}
-
-        def launch(l: pk.LaunchOp) -> _Launch:
-            k = kernels[l.kernel.string_value()]
-            if k not in self.nests:
-                self.nests[k] = pure_nest(k)
-            return _access(l, k, self.nests[k])
-
-        launches = [
-            launch(l) for l in op.body.block.ops if isinstance(l, pk.LaunchOp) and l.kernel.string_value() in kernels
-        ]
-        start = 0
-        while (pair := self._first_pair(launches, start)) is not None:
-            a, b, plan = pair
-            merged = self._merge(module, op, launches[a], launches[b], plan, kernels, rewriter)
-            launches[b] = launch(merged)
-            del launches[a]
-            start = a
-
-    def _first_pair(self, launches: Sequence[_Launch], start: int) -> tuple[int, int, dict[int, int]] | None:
-        """The first launch from `start` on with a partner before it (the nearest), and the merge's plan."""
-        for b in range(start, len(launches)):
-            second = launches[b]
-            if second.nest is None:
-                continue
-            for a in range(b - 1, max(-1, b - 1 - SCAN_WINDOW), -1):
-                plan = self._plan(launches[a], second, launches[a + 1 : b])
-                if plan is not None:
-                    return a, b, plan
-        return None
+    def build(
+        self, first: Launched[PureNest], second: Launched[PureNest], plan: dict[int, int], positions: list[int],
+        types: list[Attribute],
+    ) -> tuple[pk.KernelOp, tuple[object, ...]]:  # fmt: skip
+        assert first.analysis is not None and second.analysis is not None
+        return _merged_kernel(first.analysis, second.analysis, positions, plan, types), tuple(sorted(plan.items()))
 
     # -- legality ------------------------------------------------------------
 
-    def _plan(self, first: _Launch, second: _Launch, between: Sequence[_Launch]) -> dict[int, int] | None:
+    def plan(
+        self, first: Launched[PureNest], second: Launched[PureNest], between: Sequence[Launched[PureNest]]
+    ) -> dict[int, int] | None:
         """For each of L2's loads to replace, the index of L1's store whose value it takes; None: no merge."""
-        n1, n2 = first.nest, second.nest
+        n1, n2 = first.analysis, second.analysis
         if n1 is None or n2 is None or n1.space != n2.space:
             return None
-        shared = {r for r in second.reads & first.reads if _elements(r) > 1}
-        if not (second.reads & first.writes or shared):
-            return None  # unrelated (or sharing a scalar): nothing saved
-        if second.writes & (first.reads | first.writes):
+        if not may_merge(first, second, between):
             return None
-        for other in between:  # L1 moves down to L2
-            if other.writes & (first.reads | first.writes) or other.reads & first.writes:
-                return None
         b1, b2 = list(first.op.buffers), list(second.op.buffers)
         written = {b1[i] for i in n1.written()}
-        if len({_root(v) for v in written}) != len(written):
+        if len({root(v) for v in written}) != len(written):
             return None  # two views of one buffer written: a stored value need not be what memory holds
         stores: dict[SSAValue, list[memref.StoreOp]] = {}
         for s in n1.stores:
@@ -271,7 +192,7 @@ class MergeLaunches(RewritePattern):
         replaced: dict[int, int] = {}
         for position, load in enumerate(n2.loads):
             host = b2[n2.argument_index(load.memref)]  # type: ignore[index]
-            if _root(host) not in first.writes:
+            if root(host) not in first.writes:
                 continue
             written = stores.get(host)
             if written is None or len(written) != 1:
@@ -283,35 +204,6 @@ class MergeLaunches(RewritePattern):
         return replaced
 
     # -- the merged kernel ---------------------------------------------------
-
-    def _merge(
-        self, module: ModuleOp, host: pk.HostOp, first: _Launch, second: _Launch, replaced: dict[int, int],
-        kernels: dict[str, pk.KernelOp], rewriter: PatternRewriter,
-    ) -> pk.LaunchOp:  # fmt: skip
-        """The launch of L1 and L2's merged kernel, in L2's place (the kernel built once per pattern)."""
-        b1, b2 = list(first.op.buffers), list(second.op.buffers)
-        values = list(b1)
-        positions: list[int] = []
-        for v in b2:
-            if v not in values:
-                values.append(v)
-            positions.append(values.index(v))
-        k1, k2 = first.kernel.sym_name.data, second.kernel.sym_name.data
-        key = (k1, k2, tuple(positions), tuple(sorted(replaced.items())), len(values))
-        name = self.merged.get(key)
-        if name is None:
-            merged = _merged_kernel(first.nest, second.nest, positions, replaced, [v.type for v in values])  # type: ignore[arg-type]
-            name = unique_name(f"{k1}+{k2}", kernels)
-            merged.sym_name = StringAttr(name)
-            rewriter.insert(merged, InsertPoint.before(host))
-            kernels[name] = merged
-            self.merged[key] = name
-        site = f"{first.op.attributes['site'].data}+{second.op.attributes['site'].data}"  # type: ignore[attr-defined]
-        launch = pk.LaunchOp(name, values, site)
-        rewriter.insert(launch, InsertPoint.before(second.op))
-        rewriter.erase(second.op)
-        rewriter.erase(first.op)
-        return launch
 
 
 def _merged_kernel(
@@ -354,9 +246,5 @@ class FuseLaunches(ModulePass):
     name = "psk-fuse-launches"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(MergeLaunches(), apply_recursively=True).rewrite_module(op)
-        launched = {l.kernel.string_value() for l in op.walk() if isinstance(l, pk.LaunchOp)}
-        for k in [k for k in op.body.block.ops if isinstance(k, pk.KernelOp)]:
-            if k.sym_name.data not in launched:
-                k.detach()
-                k.erase()
+        PatternRewriteWalker(MergeLaunches(scan_window=SCAN_WINDOW), apply_recursively=True).rewrite_module(op)
+        erase_unlaunched(op)

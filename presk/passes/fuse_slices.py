@@ -58,26 +58,20 @@ values between them) and applies until no two launches merge.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp, StringAttr
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import (
-    PatternRewriter,
-    PatternRewriteWalker,
-    RewritePattern,
-    op_type_rewrite_pattern,
-)
-from xdsl.rewriter import InsertPoint
+from xdsl.pattern_rewriter import PatternRewriteWalker
 
-from presk.analysis import STORE_OPS, affine_index, constant_int, split_loop, trip_count, written_buffers
+from presk.analysis import STORE_OPS, affine_index, constant_int, split_loop, trip_count
 from presk.dialects import psk_kernel as pk
 from presk.dialects.psk_kernel import PARALLEL, WORKERS
 from presk.lowering.llvm.irtypes import buffer_bytes
-from presk.passes.kernel_layout import unique_name
+from presk.passes.host_launches import Launched, MergeLaunchPairs, erase_unlaunched, may_merge, root
 from presk.target import Machine, target_machine
 
 __all__ = ["FuseSlices", "MergeSlices", "SlicedKernel", "sliced_kernel"]
@@ -103,7 +97,6 @@ class SlicedKernel:
     is `steps[j]·t_j + c` with `0 <= c < steps[j]`."""
     unused: frozenset[int]
     """Arguments the kernel never accesses (a merged kernel's buffer whose loads were forwarded)."""
-    written: frozenset[int]
     innermost: bool
     """Whether the last leading loop holds no loop (its body is the nest's innermost)."""
 
@@ -217,8 +210,7 @@ def sliced_kernel(kernel: pk.KernelOp) -> SlicedKernel | None:
     innermost = not any(isinstance(op, scf.ForOp) for op in loops[-1].body.block.ops)
     trips = tuple(trip_count(loop) or 0 for loop in loops)
     return SlicedKernel(
-        kernel, tuple(loops), trips, tuple(kernel_steps), tuple(prefixes), frozenset(unused), written_buffers(kernel),
-        innermost,
+        kernel, tuple(loops), trips, tuple(kernel_steps), tuple(prefixes), frozenset(unused), innermost,
     )
 
 
@@ -230,104 +222,43 @@ def _common(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def _root(value: SSAValue) -> SSAValue:
-    """The buffer a host value shows (views followed to their source)."""
-    while isinstance(value.owner, pk.ViewOp):
-        value = value.owner.source
-    return value
-
-
-def _elements(value: SSAValue) -> int:
-    count = 1
-    for size in value.type.get_shape():  # type: ignore[attr-defined]
-        count *= size
-    return count
-
-
 @dataclass
-class _Launch:
-    op: pk.LaunchOp
-    kernel: pk.KernelOp
-    slices: SlicedKernel | None
-    reads: set[SSAValue]
-    """Roots of every buffer the launch passes (a kernel is taken to read all of them)."""
-    writes: set[SSAValue]
+class MergeSlices(MergeLaunchPairs[SlicedKernel, int]):
+    """Merge pairs of launches of sliced kernels in a host program, until no pair merges; the plan is the depth."""
 
-
-def _access(launch: pk.LaunchOp, kernel: pk.KernelOp, slices: SlicedKernel | None) -> _Launch:
-    buffers = list(launch.buffers)
-    written = slices.written if slices is not None else written_buffers(kernel)
-    return _Launch(launch, kernel, slices, {_root(b) for b in buffers}, {_root(buffers[i]) for i in written})
-
-
-@dataclass
-class MergeSlices(RewritePattern):
-    """Merge pairs of launches of sliced kernels in a host program, until no pair merges."""
-
-    budget: int
+    budget: int = 0
     """Bytes one iteration of a merged kernel may touch (the private cache)."""
-    merged: dict[tuple[object, ...], str] = field(default_factory=dict)
-    analyses: dict[pk.KernelOp, SlicedKernel | None] = field(default_factory=dict)
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: pk.HostOp, rewriter: PatternRewriter) -> None:
-        module = op.parent_op()
-        if not isinstance(module, ModuleOp):
-            return
-        kernels = {k.sym_name.data: k for k in module.body.block.ops if isinstance(k, pk.KernelOp)}
+    def analyse(self, kernel: pk.KernelOp) -> SlicedKernel | None:
+        return sliced_kernel(kernel)
 
-        def launch(l: pk.LaunchOp) -> _Launch:
-            k = kernels[l.kernel.string_value()]
-            if k not in self.analyses:
-                self.analyses[k] = sliced_kernel(k)
-            return _access(l, k, self.analyses[k])
-
-        launches = [
-            launch(l) for l in op.body.block.ops if isinstance(l, pk.LaunchOp) and l.kernel.string_value() in kernels
-        ]
-        start = 0
-        while (pair := self._first_pair(launches, start)) is not None:
-            a, b, depth = pair
-            merged = self._merge(module, op, launches[a], launches[b], depth, kernels, rewriter)
-            launches[b] = launch(merged)
-            del launches[a]
-            start = a
-
-    def _first_pair(self, launches: Sequence[_Launch], start: int) -> tuple[int, int, int] | None:
-        """The first launch from `start` on with a partner before it (the nearest), and the depth they merge at."""
-        for b in range(start, len(launches)):
-            if launches[b].slices is None:
-                continue
-            for a in range(b - 1, max(-1, b - 1 - SCAN_WINDOW), -1):
-                depth = self._depth(launches[a], launches[b], launches[a + 1 : b])
-                if depth:
-                    return a, b, depth
-        return None
-
-    def _depth(self, first: _Launch, second: _Launch, between: Sequence[_Launch]) -> int:
-        """The deepest level L1 and L2 merge at, within the budget; 0: they do not merge."""
-        s1, s2 = first.slices, second.slices
-        if s1 is None or s2 is None:
-            return 0
+    def plan(
+        self, first: Launched[SlicedKernel], second: Launched[SlicedKernel], between: Sequence[Launched[SlicedKernel]]
+    ) -> int | None:
+        """The deepest level L1 and L2 merge at within the budget, or None."""
+        s1, s2 = first.analysis, second.analysis
+        if s1 is None or s2 is None or not may_merge(first, second, between):
+            return None
         flowing = second.reads & first.writes
-        shared = {r for r in second.reads & first.reads if _elements(r) > 1}
-        if not (flowing or shared) or second.writes & (first.reads | first.writes):
-            return 0
-        for other in between:  # L1 moves down to L2
-            if other.writes & (first.reads | first.writes) or other.reads & first.writes:
-                return 0
         for depth in range(min(len(s1.loops), len(s2.loops)), 0, -1):
             if s1.innermost_at(depth) and s2.innermost_at(depth):
                 continue  # two innermost bodies: psk-fuse-launches' merge, which forwards the values
             if self._aligned(first, second, flowing, depth) and self._row_bytes(first, second, depth) <= self.budget:
                 return depth
-        return 0
+        return None
+
+    def build(
+        self, first: Launched[SlicedKernel], second: Launched[SlicedKernel], plan: int, positions: list[int],
+        types: list[Attribute],
+    ) -> tuple[pk.KernelOp, tuple[object, ...]]:  # fmt: skip
+        assert first.analysis is not None and second.analysis is not None
+        return _merged_kernel(first.analysis, second.analysis, positions, types, plan), (plan,)  # type: ignore[arg-type]
 
     @staticmethod
-    def _aligned(first: _Launch, second: _Launch, flowing: set[SSAValue], depth: int) -> bool:
+    def _aligned(first: Launched[SlicedKernel], second: Launched[SlicedKernel], flowing: set[SSAValue], depth: int) -> bool:
         """Whether one iteration of the merged loops at `depth` covers the same rows in both kernels, and every
         buffer L1 writes and L2 reads is sliced down to it in both, so that L2 reads what the same iteration wrote."""
-        s1, s2 = first.slices, second.slices
+        s1, s2 = first.analysis, second.analysis
         assert s1 is not None and s2 is not None
         if s1.loops[0].attributes != s2.loops[0].attributes:
             return False  # workers stated by one layout and not the other, or other workers
@@ -339,16 +270,16 @@ class MergeSlices(RewritePattern):
             return False
         for launch, slices in ((first, s1), (second, s2)):
             for i, value in enumerate(launch.op.buffers):
-                if _root(value) in flowing and (value is not _root(value) or slices.prefixes[i] < depth):
+                if root(value) in flowing and (value is not root(value) or slices.prefixes[i] < depth):
                     return False
         return True
 
     @staticmethod
-    def _row_bytes(first: _Launch, second: _Launch, depth: int) -> int:
+    def _row_bytes(first: Launched[SlicedKernel], second: Launched[SlicedKernel], depth: int) -> int:
         """What one iteration of the merged loops touches: each buffer once, at its larger footprint."""
         bytes_of: dict[SSAValue, int] = {}
         for launch in (first, second):
-            slices = launch.slices
+            slices = launch.analysis
             assert slices is not None
             for i, value in enumerate(launch.op.buffers):
                 t = value.type
@@ -356,40 +287,10 @@ class MergeSlices(RewritePattern):
                 share = 0 if i in slices.unused else buffer_bytes(t)
                 for j in range(min(depth, slices.prefixes[i])):
                     rows = slices.rows(j)
-                    block = max(first.slices.steps[j], second.slices.steps[j])  # type: ignore[union-attr]
+                    block = max(first.analysis.steps[j], second.analysis.steps[j])  # type: ignore[union-attr]
                     share = share * block // rows
                 bytes_of[value] = max(bytes_of.get(value, 0), share)
         return sum(bytes_of.values())
-
-    def _merge(
-        self, module: ModuleOp, host: pk.HostOp, first: _Launch, second: _Launch, depth: int,
-        kernels: dict[str, pk.KernelOp], rewriter: PatternRewriter,
-    ) -> pk.LaunchOp:  # fmt: skip
-        """The launch of L1 and L2's merged kernel, in L2's place (the kernel built once per pattern)."""
-        values = list(first.op.buffers)
-        positions: list[int] = []
-        for v in second.op.buffers:
-            if v not in values:
-                values.append(v)
-            positions.append(values.index(v))
-        k1, k2 = first.kernel.sym_name.data, second.kernel.sym_name.data
-        key = (k1, k2, tuple(positions), len(values), depth)
-        name = self.merged.get(key)
-        if name is None:
-            assert first.slices is not None and second.slices is not None
-            types = [v.type for v in values]
-            merged = _merged_kernel(first.slices, second.slices, positions, types, depth)  # type: ignore[arg-type]
-            name = unique_name(f"{k1}+{k2}", kernels)
-            merged.sym_name = StringAttr(name)
-            rewriter.insert(merged, InsertPoint.before(host))
-            kernels[name] = merged
-            self.merged[key] = name
-        site = f"{first.op.attributes['site'].data}+{second.op.attributes['site'].data}"  # type: ignore[attr-defined]
-        launch = pk.LaunchOp(name, values, site)
-        rewriter.insert(launch, InsertPoint.before(second.op))
-        rewriter.erase(second.op)
-        rewriter.erase(first.op)
-        return launch
 
 
 def _merged_kernel(
@@ -470,12 +371,9 @@ class FuseSlices(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         budget = self.budget if self.budget is not None else _private_cache_bytes(target_machine())
-        PatternRewriteWalker(MergeSlices(budget), apply_recursively=True).rewrite_module(op)
-        launched = {l.kernel.string_value() for l in op.walk() if isinstance(l, pk.LaunchOp)}
-        for k in [k for k in op.body.block.ops if isinstance(k, pk.KernelOp)]:
-            if k.sym_name.data not in launched:
-                k.detach()
-                k.erase()
+        merge = MergeSlices(budget=budget, scan_window=SCAN_WINDOW)
+        PatternRewriteWalker(merge, apply_recursively=True).rewrite_module(op)
+        erase_unlaunched(op)
 
 
 def _private_cache_bytes(machine: Machine) -> int:

@@ -34,15 +34,9 @@ from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, Rewrite
 
 from presk.analysis import written_buffers
 from presk.dialects import psk_kernel as pk
+from presk.passes.host_launches import root
 
 __all__ = ["ShareLaunches", "ShareRepeatedLaunches"]
-
-
-def _root(value: SSAValue) -> SSAValue:
-    """The buffer a host value shows (views followed to their source)."""
-    while isinstance(value.owner, pk.ViewOp):
-        value = value.owner.source
-    return value
 
 
 @dataclass
@@ -64,9 +58,9 @@ class ShareRepeatedLaunches(RewritePattern):
         for l in launches:
             k = kernels[l.kernel.string_value()]
             for i in written_buffers(k):
-                root = _root(l.buffers[i])
-                writers[root] = writers.get(root, 0) + 1
-        returned = {_root(v) for r in ops if isinstance(r, pk.ReturnOp) for v in r.values}
+                buffer = root(l.buffers[i])
+                writers[buffer] = writers.get(buffer, 0) + 1
+        returned = {root(v) for r in ops if isinstance(r, pk.ReturnOp) for v in r.values}
 
         def shareable_output(l: pk.LaunchOp) -> bool:
             out = l.buffers[-1]
@@ -76,8 +70,8 @@ class ShareRepeatedLaunches(RewritePattern):
         for l in launches:
             name = l.kernel.string_value()
             # A launch writing anything it reads ends the life of every earlier result computed from that buffer.
-            written = {_root(l.buffers[i]) for i in written_buffers(kernels[name])}
-            for key in [key for key in seen if written & {_root(b) for b in key[1]}]:
+            written = {root(l.buffers[i]) for i in written_buffers(kernels[name])}
+            for key in [key for key in seen if written & {root(b) for b in key[1]}]:
                 del seen[key]
             if not writes_last_only[name] or not shareable_output(l):
                 continue

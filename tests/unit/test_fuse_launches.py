@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import ModuleOp
 sys.path.insert(0, str(Path(__file__).parent))
 
 from conftest import ROOT, load_with_aliases  # noqa: E402
+from host_programs import kernel, launches, run_bytes, same_results  # noqa: E402
 
 from presk import sizes  # noqa: E402
 from presk.dialects import psk_kernel as pk  # noqa: E402
@@ -29,7 +30,7 @@ from presk.interp.kernel import KernelInterpreter  # noqa: E402
 from presk.interp.reference import find_entry  # noqa: E402
 from presk.ir.context import presk_context  # noqa: E402
 from presk.ir.parse import parse_module  # noqa: E402
-from presk.jit.executor import HostProgram, flatten_inputs  # noqa: E402
+from presk.jit.executor import flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
 from presk.pipeline import lower  # noqa: E402
 from presk.passes.fuse_launches import FuseLaunches, pure_nest  # noqa: E402
@@ -42,14 +43,6 @@ def native() -> NativeRunner:
         yield runner
 
 
-def launches(module: ModuleOp) -> list[pk.LaunchOp]:
-    return [op for op in module.walk() if isinstance(op, pk.LaunchOp)]
-
-
-def kernel(module: ModuleOp, name: str) -> pk.KernelOp:
-    return next(op for op in module.walk() if isinstance(op, pk.KernelOp) and op.sym_name.data == name)
-
-
 def lowered(path: str, entry: str, dims: dict[str, int], realize: str, fuse_launches: bool) -> ModuleOp:
     module = load_with_aliases(path)[0]
     env = sizes.resolve(module, {}, dims)
@@ -60,10 +53,6 @@ def inputs(path: str, entry: str, dims: dict[str, int]) -> list[np.ndarray]:
     module = load_with_aliases(path)[0]
     env = sizes.resolve(module, {}, dims)
     return flatten_inputs(make_inputs(find_entry(module, entry), env, 0))
-
-
-def run_bytes(module: ModuleOp, runner, leaves: list[np.ndarray]) -> list[tuple[str, bytes]]:  # type: ignore[no-untyped-def]
-    return [(str(a.dtype), np.ascontiguousarray(a).tobytes()) for a in HostProgram(module, runner)(leaves)]
 
 
 # ----------------------------------------------------------------------------- AdamW
@@ -234,14 +223,6 @@ def fused(module: ModuleOp) -> ModuleOp:
     FuseLaunches().apply(presk_context(), out)
     out.verify()
     return out
-
-
-def same_results(module: ModuleOp, after: ModuleOp, native: NativeRunner) -> None:
-    shapes = HostProgram(module, KernelInterpreter().runner).inputs
-    leaves = [(np.arange(int(np.prod(shape))) * 0.37 - 1.1).reshape(shape).astype(dtype) for shape, dtype in shapes]
-    reference = run_bytes(module, KernelInterpreter().runner, leaves)
-    assert run_bytes(after, KernelInterpreter().runner, leaves) == reference
-    assert run_bytes(after, native, leaves) == reference
 
 
 def test_producer_consumer_merges(native: NativeRunner) -> None:

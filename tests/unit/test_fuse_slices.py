@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
@@ -22,17 +21,17 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 sys.path.insert(0, str(Path(__file__).parent))
 
 from conftest import load_with_aliases  # noqa: E402
+from host_programs import kernel, launches, run_bytes, same_results  # noqa: E402
 
 from presk import sizes  # noqa: E402
 from presk.analysis import affine_index  # noqa: E402
-from presk.dialects import psk_kernel as pk  # noqa: E402
 from presk.dialects.psk_kernel import WORKERS  # noqa: E402
 from presk.interp.inputs import make_inputs  # noqa: E402
 from presk.interp.kernel import KernelInterpreter  # noqa: E402
 from presk.interp.reference import find_entry  # noqa: E402
 from presk.ir.context import presk_context  # noqa: E402
 from presk.ir.parse import parse_module  # noqa: E402
-from presk.jit.executor import HostProgram, flatten_inputs  # noqa: E402
+from presk.jit.executor import flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
 from presk.lowering.row_blocks import JAM_ROWS  # noqa: E402
 from presk.passes.fuse_slices import FuseSlices, sliced_kernel  # noqa: E402
@@ -46,22 +45,10 @@ def native() -> NativeRunner:
         yield runner
 
 
-def launches(module: ModuleOp) -> list[pk.LaunchOp]:
-    return [op for op in module.walk() if isinstance(op, pk.LaunchOp)]
-
-
-def kernel(module: ModuleOp, name: str) -> pk.KernelOp:
-    return next(op for op in module.walk() if isinstance(op, pk.KernelOp) and op.sym_name.data == name)
-
-
 def lowered(path: str, entry: str, dims: dict[str, int], realize: str, slices: bool) -> ModuleOp:
     module = load_with_aliases(path)[0]
     env = sizes.resolve(module, {}, dims)
     return lower(module, entry, env, plan_from_options(realize, None), fuse_slices=slices)
-
-
-def run_bytes(module: ModuleOp, runner, leaves: list[np.ndarray]) -> list[tuple[str, bytes]]:  # type: ignore[no-untyped-def]
-    return [(str(a.dtype), np.ascontiguousarray(a).tobytes()) for a in HostProgram(module, runner)(leaves)]
 
 
 # ----------------------------------------------------------------------------- the corpus
@@ -237,14 +224,6 @@ def fused(module: ModuleOp, budget: int | None = None) -> ModuleOp:
     FuseSlices(budget=budget).apply(presk_context(), out)
     out.verify()
     return out
-
-
-def same_results(module: ModuleOp, after: ModuleOp, native: NativeRunner) -> None:
-    shapes = HostProgram(module, KernelInterpreter().runner).inputs
-    leaves = [(np.arange(int(np.prod(shape))) * 0.37 - 1.1).reshape(shape).astype(dtype) for shape, dtype in shapes]
-    reference = run_bytes(module, KernelInterpreter().runner, leaves)
-    assert run_bytes(after, KernelInterpreter().runner, leaves) == reference
-    assert run_bytes(after, native, leaves) == reference
 
 
 SUM_THEN = """

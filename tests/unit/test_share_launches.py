@@ -20,15 +20,15 @@ from xdsl.dialects.builtin import ModuleOp
 sys.path.insert(0, str(Path(__file__).parent))
 
 from conftest import load_with_aliases  # noqa: E402
+from host_programs import launches, run_bytes  # noqa: E402
 
 from presk import sizes  # noqa: E402
-from presk.dialects import psk_kernel as pk  # noqa: E402
 from presk.interp.inputs import make_inputs  # noqa: E402
 from presk.interp.kernel import KernelInterpreter  # noqa: E402
 from presk.interp.reference import find_entry  # noqa: E402
 from presk.ir.context import presk_context  # noqa: E402
 from presk.ir.parse import parse_module  # noqa: E402
-from presk.jit.executor import HostProgram, flatten_inputs  # noqa: E402
+from presk.jit.executor import flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
 from presk.passes.share_launches import ShareLaunches  # noqa: E402
 from presk.pipeline import lower  # noqa: E402
@@ -41,19 +41,11 @@ def native() -> NativeRunner:
         yield runner
 
 
-def launches(module: ModuleOp) -> list[pk.LaunchOp]:
-    return [op for op in module.walk() if isinstance(op, pk.LaunchOp)]
-
-
 def shared(module: ModuleOp) -> ModuleOp:
     out = module.clone()
     ShareLaunches().apply(presk_context(), out)
     out.verify()
     return out
-
-
-def run_bytes(module: ModuleOp, runner, leaves: list[np.ndarray]) -> list[bytes]:  # type: ignore[no-untyped-def]
-    return [np.ascontiguousarray(a).tobytes() for a in HostProgram(module, runner)(leaves)]
 
 
 # The weight gradients of the projections packed as the plans of bench/plans pack them: x transposed, three times.

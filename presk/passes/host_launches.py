@@ -1,0 +1,190 @@
+"""What the passes that rewrite a host program's launches share (`psk-share-launches`, `psk-fuse-launches`,
+`psk-fuse-slices`): the buffer a host value shows, the search for pairs of launches to merge, and one launch
+of a merged kernel in place of two."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Attribute, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+from xdsl.rewriter import InsertPoint
+
+from presk.analysis import written_buffers
+from presk.dialects import psk_kernel as pk
+from presk.passes.kernel_layout import unique_name
+
+__all__ = [
+    "Launched", "MergeLaunchPairs", "add_merged_kernel", "elements", "erase_unlaunched", "launch_in_place_of",
+    "may_merge", "merged_buffers", "root",
+]  # fmt: skip
+
+Analysis = TypeVar("Analysis")
+Plan = TypeVar("Plan")
+
+
+def root(value: SSAValue) -> SSAValue:
+    """The buffer a host value shows (views followed to their source)."""
+    while isinstance(value.owner, pk.ViewOp):
+        value = value.owner.source
+    return value
+
+
+def elements(value: SSAValue) -> int:
+    """Elements of a buffer (1 for a rank-0 one)."""
+    count = 1
+    for size in value.type.get_shape():  # type: ignore[attr-defined]
+        count *= size
+    return count
+
+
+def merged_buffers(first: pk.LaunchOp, second: pk.LaunchOp) -> tuple[list[SSAValue], list[int]]:
+    """The merged launch's buffers (L1's, then those of L2 that L1 does not pass), and the place of each of L2's."""
+    values = list(first.buffers)
+    positions: list[int] = []
+    for v in second.buffers:
+        if v not in values:
+            values.append(v)
+        positions.append(values.index(v))
+    return values, positions
+
+
+def add_merged_kernel(
+    merged: pk.KernelOp, first: str, second: str, kernels: dict[str, pk.KernelOp], host: pk.HostOp,
+    rewriter: PatternRewriter,
+) -> str:  # fmt: skip
+    """`merged` named `first+second` (made unique), placed before the host program; its name."""
+    name = unique_name(f"{first}+{second}", kernels)
+    merged.sym_name = StringAttr(name)
+    rewriter.insert(merged, InsertPoint.before(host))
+    kernels[name] = merged
+    return name
+
+
+def launch_in_place_of(
+    first: pk.LaunchOp, second: pk.LaunchOp, name: str, values: list[SSAValue], rewriter: PatternRewriter
+) -> pk.LaunchOp:
+    """One launch of `name` on `values` where L2 was, at the site `s1+s2`; L1 and L2 erased."""
+    site = f"{first.attributes['site'].data}+{second.attributes['site'].data}"  # type: ignore[attr-defined]
+    launch = pk.LaunchOp(name, values, site)
+    rewriter.insert(launch, InsertPoint.before(second))
+    rewriter.erase(second)
+    rewriter.erase(first)
+    return launch
+
+
+def erase_unlaunched(module: ModuleOp) -> None:
+    """Remove the kernels no launch of the module uses any more."""
+    launched = {l.kernel.string_value() for l in module.walk() if isinstance(l, pk.LaunchOp)}
+    for k in [k for k in module.body.block.ops if isinstance(k, pk.KernelOp)]:
+        if k.sym_name.data not in launched:
+            k.detach()
+            k.erase()
+
+
+@dataclass
+class Launched(Generic[Analysis]):
+    """One launch of a host program, with its kernel's analysis and the buffers (roots) it reads and writes."""
+
+    op: pk.LaunchOp
+    kernel: pk.KernelOp
+    analysis: Analysis | None
+    reads: set[SSAValue]
+    writes: set[SSAValue]
+
+
+@dataclass
+class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
+    """Merge pairs of launches of a host program, the first pair first, until no pair merges.
+
+    A subclass says what it knows of a kernel (`analyse`), which buffers a
+    launch reads (`reads`), whether and how L1 merges into L2 across the
+    launches between them (`plan`), and builds the merged kernel (`build`).
+    All merges happen in one match: a merge changes only the host program,
+    and the walker would otherwise walk every kernel of the module again
+    after each one (the training step's 125 merges took 20 s that way). A
+    merge of L1 (position a) into L2 leaves the pairs whose second launch
+    comes before a as they were, and they had no partner, so the search
+    resumes at a: the pairs found, and their order, are those of a search
+    from the start.
+    """
+
+    merged: dict[tuple[object, ...], str] = field(default_factory=dict)
+    """(kernel names, buffer pattern, plan) → the merged kernel already built for it."""
+    analyses: dict[pk.KernelOp, Analysis | None] = field(default_factory=dict)
+    """Each kernel's analysis (kernels do not change; merged ones are new ops)."""
+    scan_window: int = 256
+    """How far back (in launches) a launch looks for a partner."""
+
+    def analyse(self, kernel: pk.KernelOp) -> Analysis | None:
+        raise NotImplementedError
+
+    def reads(self, kernel: pk.KernelOp, analysis: Analysis | None) -> frozenset[int]:
+        """The arguments the kernel reads: all of them, unless a subclass knows better."""
+        return frozenset(range(len(kernel.body.block.args)))
+
+    def plan(self, first: Launched[Analysis], second: Launched[Analysis], between: Sequence[Launched[Analysis]]) -> Plan | None:
+        raise NotImplementedError
+
+    def build(self, first: Launched[Analysis], second: Launched[Analysis], plan: Plan, positions: list[int],
+              types: list[Attribute]) -> tuple[pk.KernelOp, tuple[object, ...]]:  # fmt: skip
+        """The merged kernel, and what besides the kernels and buffers tells it apart from other merges."""
+        raise NotImplementedError
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: pk.HostOp, rewriter: PatternRewriter) -> None:
+        module = op.parent_op()
+        if not isinstance(module, ModuleOp):
+            return
+        kernels = {k.sym_name.data: k for k in module.body.block.ops if isinstance(k, pk.KernelOp)}
+
+        def launched(l: pk.LaunchOp) -> Launched[Analysis]:
+            k = kernels[l.kernel.string_value()]
+            if k not in self.analyses:
+                self.analyses[k] = self.analyse(k)
+            analysis = self.analyses[k]
+            buffers = list(l.buffers)
+            reads = {root(buffers[i]) for i in self.reads(k, analysis)}
+            return Launched(l, k, analysis, reads, {root(buffers[i]) for i in written_buffers(k)})
+
+        launches = [
+            launched(l) for l in op.body.block.ops if isinstance(l, pk.LaunchOp) and l.kernel.string_value() in kernels
+        ]
+        start = 0
+        while (pair := self._first_pair(launches, start)) is not None:
+            a, b, plan = pair
+            first, second = launches[a], launches[b]
+            values, positions = merged_buffers(first.op, second.op)
+            k1, k2 = first.kernel.sym_name.data, second.kernel.sym_name.data
+            merged, tag = self.build(first, second, plan, positions, [v.type for v in values])
+            key = (k1, k2, tuple(positions), len(values), tag)
+            name = self.merged.get(key)
+            if name is None:
+                name = self.merged[key] = add_merged_kernel(merged, k1, k2, kernels, op, rewriter)
+            launches[b] = launched(launch_in_place_of(first.op, second.op, name, values, rewriter))
+            del launches[a]
+            start = a
+
+    def _first_pair(self, launches: Sequence[Launched[Analysis]], start: int) -> tuple[int, int, Plan] | None:
+        """The first launch from `start` on with a partner before it (the nearest), and the merge's plan."""
+        for b in range(start, len(launches)):
+            if launches[b].analysis is None:
+                continue
+            for a in range(b - 1, max(-1, b - 1 - self.scan_window), -1):
+                plan = self.plan(launches[a], launches[b], launches[a + 1 : b])
+                if plan is not None:
+                    return a, b, plan
+        return None
+
+
+def may_merge(first: Launched[Any], second: Launched[Any], between: Sequence[Launched[Any]]) -> bool:
+    """Whether L1 may run in L2's place, just before it: they are related (L2 reads what L1 writes, or both
+    read a buffer of more than one element; else nothing is saved), L2 writes nothing L1 reads or writes, and
+    no launch in between writes what L1 reads or writes, or reads what it writes."""
+    shared = {r for r in second.reads & first.reads if elements(r) > 1}
+    if not (second.reads & first.writes or shared) or second.writes & (first.reads | first.writes):
+        return False
+    return not any(other.writes & (first.reads | first.writes) or other.reads & first.writes for other in between)
