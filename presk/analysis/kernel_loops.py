@@ -103,9 +103,17 @@ def is_register_tile_loop(loop: scf.ForOp) -> bool:
     return any(op.name == "vector.fma" for op in loop.body.block.ops)
 
 
-def affine_index(value: SSAValue, counters: Sequence[SSAValue]) -> tuple[tuple[int, ...], int] | None:
+def affine_index(
+    value: SSAValue, counters: Sequence[SSAValue], memo: dict[SSAValue, tuple[tuple[int, ...], int] | None] | None = None
+) -> tuple[tuple[int, ...], int] | None:
     """`value` as `Σ coefs[j]·counters[j] + const`, followed through index constants and `arith.addi`,
-    `subi` and `muli` by a constant; None for anything else (a loaded index, a division, another counter)."""
+    `subi` and `muli` by a constant; None for anything else (a loaded index, a division, another counter).
+
+    `memo` keeps the forms found, for callers asking about many indices over the same `counters`."""
+    if memo is not None:
+        if value not in memo:
+            memo[value] = affine_index(value, counters)
+        return memo[value]
     if value in counters:
         coefs = [0] * len(counters)
         coefs[list(counters).index(value)] = 1

@@ -48,12 +48,18 @@ from xdsl.dialects import memref, scf
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Attribute, Block, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import PatternRewriteWalker
 
 from presk.analysis import constant_int
 from presk.dialects import psk_kernel as pk
 from presk.dialects.psk_kernel import PARALLEL
-from presk.passes.host_launches import Launched, MergeLaunchPairs, erase_unlaunched, may_merge, root
+from presk.passes.host_launches import (
+    Launched,
+    MergeLaunchPairs,
+    erase_unlaunched,
+    may_merge,
+    rewrite_host_programs,
+    root,
+)
 
 __all__ = ["FuseLaunches", "MergeLaunches", "PureNest", "pure_nest"]
 
@@ -164,12 +170,15 @@ class MergeLaunches(MergeLaunchPairs[PureNest, dict[int, int]]):
         """The buffers a pure nest loads; all of them for any other kernel."""
         return super().reads(kernel, analysis) if analysis is None else frozenset(analysis.read())
 
+    def tag(self, plan: dict[int, int]) -> tuple[object, ...]:
+        return tuple(sorted(plan.items()))
+
     def build(
         self, first: Launched[PureNest], second: Launched[PureNest], plan: dict[int, int], positions: list[int],
         types: list[Attribute],
-    ) -> tuple[pk.KernelOp, tuple[object, ...]]:  # fmt: skip
+    ) -> pk.KernelOp:  # fmt: skip
         assert first.analysis is not None and second.analysis is not None
-        return _merged_kernel(first.analysis, second.analysis, positions, plan, types), tuple(sorted(plan.items()))
+        return _merged_kernel(first.analysis, second.analysis, positions, plan, types)
 
     # -- legality ------------------------------------------------------------
 
@@ -246,5 +255,5 @@ class FuseLaunches(ModulePass):
     name = "psk-fuse-launches"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(MergeLaunches(scan_window=SCAN_WINDOW), apply_recursively=True).rewrite_module(op)
+        rewrite_host_programs(op, MergeLaunches(scan_window=SCAN_WINDOW))
         erase_unlaunched(op)

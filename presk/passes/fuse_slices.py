@@ -59,19 +59,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import PatternRewriteWalker
 
 from presk.analysis import STORE_OPS, affine_index, constant_int, split_loop, trip_count
 from presk.dialects import psk_kernel as pk
 from presk.dialects.psk_kernel import PARALLEL, WORKERS
 from presk.lowering.llvm.irtypes import buffer_bytes
-from presk.passes.host_launches import Launched, MergeLaunchPairs, erase_unlaunched, may_merge, root
+from presk.passes.host_launches import (
+    Launched,
+    MergeLaunchPairs,
+    erase_unlaunched,
+    may_merge,
+    rewrite_host_programs,
+    root,
+)
 from presk.target import Machine, target_machine
 
 __all__ = ["FuseSlices", "MergeSlices", "SlicedKernel", "sliced_kernel"]
@@ -141,7 +148,10 @@ def _is_arith(op: Operation) -> bool:
     return op.name.startswith("arith.") and not op.regions
 
 
-def _access_steps(use_op: Operation, arg: SSAValue, ivs: Sequence[SSAValue]) -> list[int] | None:
+def _access_steps(
+    use_op: Operation, arg: SSAValue, ivs: Sequence[SSAValue], memos: dict[tuple[SSAValue, ...], dict[SSAValue, Any]],
+    ranges: dict[scf.ForOp, tuple[int, int] | None],
+) -> list[int] | None:
     """Per leading axis (as far as it goes), the `s` of the access's index `s·t_j + e`, `e` in `[0, s)`.
 
     `e` is a constant, or an affine form of the counters of loops inside the
@@ -151,21 +161,25 @@ def _access_steps(use_op: Operation, arg: SSAValue, ivs: Sequence[SSAValue]) -> 
     if use_op.name not in _ACCESS_OPS:
         return None
     position = 1 if use_op.name in STORE_OPS else 0
-    operands = list(use_op.operands)
+    operands = use_op.operands
     if operands[position] is not arg or arg in operands[:position] or arg in operands[position + 1 :]:
         return None
     inner: list[tuple[SSAValue, int, int]] = []  # counters of loops inside the leading ones: (counter, first, last)
     parent = use_op.parent_op()
     while isinstance(parent, scf.ForOp) and parent.body.block.args[0] not in ivs:
-        lb, step, trips = constant_int(parent.lb), constant_int(parent.step), trip_count(parent)
-        if lb is None or step is None or not trips:
+        if parent not in ranges:
+            lb, step, trips = constant_int(parent.lb), constant_int(parent.step), trip_count(parent)
+            ranges[parent] = None if lb is None or step is None or not trips else (lb, lb + (trips - 1) * step)
+        span = ranges[parent]
+        if span is None:
             break
-        inner.append((parent.body.block.args[0], lb, lb + (trips - 1) * step))
+        inner.append((parent.body.block.args[0], *span))
         parent = parent.parent_op()
-    counters = [*ivs, *(counter for counter, _, _ in inner)]
+    counters = (*ivs, *(counter for counter, _, _ in inner))
+    memo = memos.setdefault(counters, {})
     found: list[int] = []
     for depth, index in enumerate(operands[position + 1 : position + 1 + len(ivs)]):
-        form = affine_index(index, counters)
+        form = affine_index(index, counters, memo)
         if form is None:
             break
         coefs, const = form
@@ -186,10 +200,12 @@ def sliced_kernel(kernel: pk.KernelOp) -> SlicedKernel | None:
     ivs = [loop.body.block.args[0] for loop in loops]
     per_arg: list[list[int]] = []
     unused: set[int] = set()
+    memos: dict[tuple[SSAValue, ...], dict[SSAValue, Any]] = {}  # the index forms found, per set of counters
+    ranges: dict[scf.ForOp, tuple[int, int] | None] = {}  # each inner loop's first and last counter value
     for arg in kernel.body.block.args:
         steps: list[int] | None = None
         for use in arg.uses:
-            found = _access_steps(use.operation, arg, ivs)
+            found = _access_steps(use.operation, arg, ivs, memos, ranges)
             if found is None:
                 steps = []
                 break
@@ -247,12 +263,15 @@ class MergeSlices(MergeLaunchPairs[SlicedKernel, int]):
                 return depth
         return None
 
+    def tag(self, plan: int) -> tuple[object, ...]:
+        return (plan,)
+
     def build(
         self, first: Launched[SlicedKernel], second: Launched[SlicedKernel], plan: int, positions: list[int],
         types: list[Attribute],
-    ) -> tuple[pk.KernelOp, tuple[object, ...]]:  # fmt: skip
+    ) -> pk.KernelOp:  # fmt: skip
         assert first.analysis is not None and second.analysis is not None
-        return _merged_kernel(first.analysis, second.analysis, positions, types, plan), (plan,)  # type: ignore[arg-type]
+        return _merged_kernel(first.analysis, second.analysis, positions, types, plan)  # type: ignore[arg-type]
 
     @staticmethod
     def _aligned(first: Launched[SlicedKernel], second: Launched[SlicedKernel], flowing: set[SSAValue], depth: int) -> bool:
@@ -372,7 +391,7 @@ class FuseSlices(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         budget = self.budget if self.budget is not None else _private_cache_bytes(target_machine())
         merge = MergeSlices(budget=budget, scan_window=SCAN_WINDOW)
-        PatternRewriteWalker(merge, apply_recursively=True).rewrite_module(op)
+        rewrite_host_programs(op, merge)
         erase_unlaunched(op)
 
 

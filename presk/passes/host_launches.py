@@ -19,7 +19,7 @@ from presk.passes.kernel_layout import unique_name
 
 __all__ = [
     "Launched", "MergeLaunchPairs", "add_merged_kernel", "elements", "erase_unlaunched", "launch_in_place_of",
-    "may_merge", "merged_buffers", "root",
+    "may_merge", "merged_buffers", "rewrite_host_programs", "root",
 ]  # fmt: skip
 
 Analysis = TypeVar("Analysis")
@@ -76,6 +76,17 @@ def launch_in_place_of(
     return launch
 
 
+def rewrite_host_programs(module: ModuleOp, pattern: RewritePattern) -> None:
+    """Apply `pattern` to each host program of the module, once (its match makes every change it can).
+
+    Through a rewriter on the host program itself rather than a walker: a
+    walker would try the pattern on every op of every kernel too, tens of
+    thousands in a training step, for nothing.
+    """
+    for host in [op for op in module.body.block.ops if isinstance(op, pk.HostOp)]:
+        pattern.match_and_rewrite(host, PatternRewriter(host))
+
+
 def erase_unlaunched(module: ModuleOp) -> None:
     """Remove the kernels no launch of the module uses any more."""
     launched = {l.kernel.string_value() for l in module.walk() if isinstance(l, pk.LaunchOp)}
@@ -114,8 +125,9 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
 
     merged: dict[tuple[object, ...], str] = field(default_factory=dict)
     """(kernel names, buffer pattern, plan) → the merged kernel already built for it."""
-    analyses: dict[pk.KernelOp, Analysis | None] = field(default_factory=dict)
-    """Each kernel's analysis (kernels do not change; merged ones are new ops)."""
+    analyses: dict[pk.KernelOp, tuple[Analysis | None, frozenset[int], frozenset[int]]] = field(default_factory=dict)
+    """Each kernel's analysis and the arguments it reads and writes (kernels do not change; merged ones are new
+    ops)."""
     scan_window: int = 256
     """How far back (in launches) a launch looks for a partner."""
 
@@ -129,9 +141,13 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
     def plan(self, first: Launched[Analysis], second: Launched[Analysis], between: Sequence[Launched[Analysis]]) -> Plan | None:
         raise NotImplementedError
 
+    def tag(self, plan: Plan) -> tuple[object, ...]:
+        """What of a merge's plan, besides the kernels and buffers, tells its merged kernel apart from others'."""
+        raise NotImplementedError
+
     def build(self, first: Launched[Analysis], second: Launched[Analysis], plan: Plan, positions: list[int],
-              types: list[Attribute]) -> tuple[pk.KernelOp, tuple[object, ...]]:  # fmt: skip
-        """The merged kernel, and what besides the kernels and buffers tells it apart from other merges."""
+              types: list[Attribute]) -> pk.KernelOp:  # fmt: skip
+        """The merged kernel (built once per kernels, buffer pattern and `tag`)."""
         raise NotImplementedError
 
     @op_type_rewrite_pattern
@@ -144,11 +160,11 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
         def launched(l: pk.LaunchOp) -> Launched[Analysis]:
             k = kernels[l.kernel.string_value()]
             if k not in self.analyses:
-                self.analyses[k] = self.analyse(k)
-            analysis = self.analyses[k]
+                analysis = self.analyse(k)
+                self.analyses[k] = (analysis, self.reads(k, analysis), written_buffers(k))
+            analysis, reads, writes = self.analyses[k]
             buffers = list(l.buffers)
-            reads = {root(buffers[i]) for i in self.reads(k, analysis)}
-            return Launched(l, k, analysis, reads, {root(buffers[i]) for i in written_buffers(k)})
+            return Launched(l, k, analysis, {root(buffers[i]) for i in reads}, {root(buffers[i]) for i in writes})
 
         launches = [
             launched(l) for l in op.body.block.ops if isinstance(l, pk.LaunchOp) and l.kernel.string_value() in kernels
@@ -159,10 +175,10 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
             first, second = launches[a], launches[b]
             values, positions = merged_buffers(first.op, second.op)
             k1, k2 = first.kernel.sym_name.data, second.kernel.sym_name.data
-            merged, tag = self.build(first, second, plan, positions, [v.type for v in values])
-            key = (k1, k2, tuple(positions), len(values), tag)
+            key = (k1, k2, tuple(positions), len(values), self.tag(plan))
             name = self.merged.get(key)
             if name is None:
+                merged = self.build(first, second, plan, positions, [v.type for v in values])
                 name = self.merged[key] = add_merged_kernel(merged, k1, k2, kernels, op, rewriter)
             launches[b] = launched(launch_in_place_of(first.op, second.op, name, values, rewriter))
             del launches[a]

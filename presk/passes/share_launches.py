@@ -30,11 +30,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern, op_type_rewrite_pattern
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from presk.analysis import written_buffers
 from presk.dialects import psk_kernel as pk
-from presk.passes.host_launches import root
+from presk.passes.host_launches import rewrite_host_programs, root
 
 __all__ = ["ShareLaunches", "ShareRepeatedLaunches"]
 
@@ -95,4 +95,4 @@ class ShareLaunches(ModulePass):
     name = "psk-share-launches"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(ShareRepeatedLaunches(), apply_recursively=False).rewrite_module(op)
+        rewrite_host_programs(op, ShareRepeatedLaunches())

@@ -3,7 +3,8 @@
 Exactness: the GPT's gradient (where each layer packs one buffer three
 times, and builds the causal mask and the attention scale once per layer)
 runs on the kernel interpreter and natively, with and without the pass, in
-f64, f32 and bf16, byte for byte the same. Legality: hand-written host
+f32 and bf16 (a stored type narrower than the arithmetic), byte for byte the
+same. Legality: hand-written host
 programs where the repeat would not hold the first's bits, or where
 sharing would alias a result, are left alone.
 """
@@ -52,7 +53,7 @@ def shared(module: ModuleOp) -> ModuleOp:
 PACKED = {"tile": [4, 8], "lanes": 1, "pack": True}
 
 
-@pytest.mark.parametrize("realize", ["f64", "f32", "bf16"])
+@pytest.mark.parametrize("realize", ["f32", "bf16"])
 def test_the_gpt_gradient_same_bytes(native: NativeRunner, realize: str) -> None:
     module = load_with_aliases("corpus/nlp/gpt.mlir")[0]
     env = sizes.resolve(module, {}, {"B": 2, "T": 8})
