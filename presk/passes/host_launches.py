@@ -4,6 +4,7 @@ of a merged kernel in place of two."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -18,8 +19,8 @@ from presk.dialects import psk_kernel as pk
 from presk.passes.kernel_layout import unique_name
 
 __all__ = [
-    "Launched", "MergeLaunchPairs", "add_merged_kernel", "elements", "erase_unlaunched", "launch_in_place_of",
-    "may_merge", "merged_buffers", "rewrite_host_programs", "root",
+    "Launched", "MergeLaunchPairs", "add_merged_kernel", "elements", "erase_unlaunched", "kernels_beside",
+    "launch_in_place_of", "may_merge", "merged_buffers", "rewrite_host_programs", "root",
 ]  # fmt: skip
 
 Analysis = TypeVar("Analysis")
@@ -39,6 +40,14 @@ def elements(value: SSAValue) -> int:
     for size in value.type.get_shape():  # type: ignore[attr-defined]
         count *= size
     return count
+
+
+def kernels_beside(host: pk.HostOp) -> dict[str, pk.KernelOp]:
+    """The kernels of the module that holds `host`, by name."""
+    module = host.parent_op()
+    if not isinstance(module, ModuleOp):
+        return {}
+    return {k.sym_name.data: k for k in module.body.block.ops if isinstance(k, pk.KernelOp)}
 
 
 def merged_buffers(first: pk.LaunchOp, second: pk.LaunchOp) -> tuple[list[SSAValue], list[int]]:
@@ -114,13 +123,14 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
     A subclass says what it knows of a kernel (`analyse`), which buffers a
     launch reads (`reads`), whether and how L1 merges into L2 across the
     launches between them (`plan`), and builds the merged kernel (`build`).
-    All merges happen in one match: a merge changes only the host program,
-    and the walker would otherwise walk every kernel of the module again
-    after each one (the training step's 125 merges took 20 s that way). A
-    merge of L1 (position a) into L2 leaves the pairs whose second launch
-    comes before a as they were, and they had no partner, so the search
-    resumes at a: the pairs found, and their order, are those of a search
-    from the start.
+    All merges happen in one match (`rewrite_host_programs` applies it once
+    to each host program): a merge changes only the host program, and a
+    walker asked to apply the pattern again would walk every kernel of the
+    module after each one (the training step's 125 merges took 20 s that
+    way). A merge of L1 (position a) into L2 leaves the pairs whose second
+    launch comes before a as they were, and they had no partner, so the
+    search resumes at a: the pairs found, and their order, are those of a
+    search from the start.
     """
 
     merged: dict[tuple[object, ...], str] = field(default_factory=dict)
@@ -131,31 +141,29 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
     scan_window: int = 256
     """How far back (in launches) a launch looks for a partner."""
 
+    @abstractmethod
     def analyse(self, kernel: pk.KernelOp) -> Analysis | None:
-        raise NotImplementedError
+        """What the subclass knows of a kernel; None: its launches never merge as L2."""
 
     def reads(self, kernel: pk.KernelOp, analysis: Analysis | None) -> frozenset[int]:
         """The arguments the kernel reads: all of them, unless a subclass knows better."""
         return frozenset(range(len(kernel.body.block.args)))
 
+    @abstractmethod
     def plan(self, first: Launched[Analysis], second: Launched[Analysis], between: Sequence[Launched[Analysis]]) -> Plan | None:
-        raise NotImplementedError
+        """How L1 merges into L2 across the launches `between` them; None: it does not."""
 
+    @abstractmethod
     def tag(self, plan: Plan) -> tuple[object, ...]:
         """What of a merge's plan, besides the kernels and buffers, tells its merged kernel apart from others'."""
-        raise NotImplementedError
 
     def build(self, first: Launched[Analysis], second: Launched[Analysis], plan: Plan, positions: list[int],
               types: list[Attribute]) -> pk.KernelOp:  # fmt: skip
         """The merged kernel (built once per kernels, buffer pattern and `tag`)."""
-        raise NotImplementedError
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: pk.HostOp, rewriter: PatternRewriter) -> None:
-        module = op.parent_op()
-        if not isinstance(module, ModuleOp):
-            return
-        kernels = {k.sym_name.data: k for k in module.body.block.ops if isinstance(k, pk.KernelOp)}
+        kernels = kernels_beside(op)
 
         def launched(l: pk.LaunchOp) -> Launched[Analysis]:
             k = kernels[l.kernel.string_value()]

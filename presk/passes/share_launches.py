@@ -34,7 +34,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 
 from presk.analysis import written_buffers
 from presk.dialects import psk_kernel as pk
-from presk.passes.host_launches import rewrite_host_programs, root
+from presk.passes.host_launches import kernels_beside, rewrite_host_programs, root
 
 __all__ = ["ShareLaunches", "ShareRepeatedLaunches"]
 
@@ -45,10 +45,7 @@ class ShareRepeatedLaunches(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: pk.HostOp, rewriter: PatternRewriter) -> None:
-        module = op.parent_op()
-        if not isinstance(module, ModuleOp):
-            return
-        kernels = {k.sym_name.data: k for k in module.body.block.ops if isinstance(k, pk.KernelOp)}
+        kernels = kernels_beside(op)
         writes_last_only = {
             name: written_buffers(k) == frozenset({len(k.body.block.args) - 1}) for name, k in kernels.items()
         }
