@@ -66,7 +66,7 @@ class ShareRepeatedLaunches(RewritePattern):
         seen: dict[tuple[str, tuple[SSAValue, ...]], pk.LaunchOp] = {}
         for l in launches:
             name = l.kernel.string_value()
-            # A launch writing anything it reads ends the life of every earlier result computed from that buffer.
+            # A launch that writes a buffer ends the sharing of every earlier result computed from it.
             written = {root(l.buffers[i]) for i in written_buffers(kernels[name])}
             for key in [key for key in seen if written & {root(b) for b in key[1]}]:
                 del seen[key]
