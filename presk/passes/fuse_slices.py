@@ -107,10 +107,6 @@ class SlicedKernel:
     innermost: bool
     """Whether the last leading loop holds no loop (its body is the nest's innermost)."""
 
-    @property
-    def ivs(self) -> list[SSAValue]:
-        return [loop.body.block.args[0] for loop in self.loops]
-
     def rows(self, depth: int) -> int:
         return self.trips[depth] * self.steps[depth]
 

@@ -79,16 +79,15 @@ class PackOperand(RewritePattern):
         assert isinstance(source, MemRefType)
         shape = source.get_shape()
         transposed = op.nt is not None
-        blocked = layout.get("form") != "row-wise" and not op.summed_outer and contraction.tiled_layout(layout).n > 1
+        n = contraction.tiled_layout(layout).n if layout.get("form") != "row-wise" else 1
+        blocked = not op.summed_outer and n > 1
         if transposed and blocked:  # [outer..., J, K] → [outer..., ⌈J/n⌉, K, n]
-            n = contraction.tiled_layout(layout).n
             panel_type = MemRefType(source.element_type, [*shape[:-2], contraction.blocks(shape[-2], n), shape[-1], n])
         elif transposed:
             panel_type = MemRefType(source.element_type, [shape[d] for d in _swap_last_two(len(shape))])
         else:
             if layout.get("form") == "row-wise":
                 raise refuse(k, 3, "pack", "a row-wise contraction has no tile, so no blocked panel to read")
-            n = contraction.tiled_layout(layout).n
             summed = 1 + len(op.summed_outer)  # K, and a TN contraction's other summed axes, kept after the blocks
             panel_type = MemRefType(
                 source.element_type,

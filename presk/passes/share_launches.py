@@ -46,15 +46,12 @@ class ShareRepeatedLaunches(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: pk.HostOp, rewriter: PatternRewriter) -> None:
         kernels = kernels_beside(op)
-        writes_last_only = {
-            name: written_buffers(k) == frozenset({len(k.body.block.args) - 1}) for name, k in kernels.items()
-        }
+        written_by = {name: written_buffers(k) for name, k in kernels.items()}
         ops = list(op.body.block.ops)
         launches = [l for l in ops if isinstance(l, pk.LaunchOp) and l.kernel.string_value() in kernels]
         writers: dict[SSAValue, int] = {}
         for l in launches:
-            k = kernels[l.kernel.string_value()]
-            for i in written_buffers(k):
+            for i in written_by[l.kernel.string_value()]:
                 buffer = root(l.buffers[i])
                 writers[buffer] = writers.get(buffer, 0) + 1
         returned = {root(v) for r in ops if isinstance(r, pk.ReturnOp) for v in r.values}
@@ -67,10 +64,10 @@ class ShareRepeatedLaunches(RewritePattern):
         for l in launches:
             name = l.kernel.string_value()
             # A launch that writes a buffer ends the sharing of every earlier result computed from it.
-            written = {root(l.buffers[i]) for i in written_buffers(kernels[name])}
+            written = {root(l.buffers[i]) for i in written_by[name]}
             for key in [key for key in seen if written & {root(b) for b in key[1]}]:
                 del seen[key]
-            if not writes_last_only[name] or not shareable_output(l):
+            if written_by[name] != {len(l.buffers) - 1} or not shareable_output(l):
                 continue
             key = (name, tuple(l.buffers[:-1]))
             first = seen.get(key)

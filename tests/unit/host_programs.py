@@ -9,6 +9,8 @@ from xdsl.dialects.builtin import ModuleOp
 
 from presk.dialects import psk_kernel as pk
 from presk.interp.kernel import KernelInterpreter
+from presk.ir.context import presk_context
+from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram
 
 
@@ -32,3 +34,16 @@ def same_results(module: ModuleOp, after: ModuleOp, native: Any) -> None:
     reference = run_bytes(module, KernelInterpreter().runner, leaves)
     assert run_bytes(after, KernelInterpreter().runner, leaves) == reference
     assert run_bytes(after, native, leaves) == reference
+
+
+def parse_host_module(kernels: str, body: str, args: str, results: str) -> ModuleOp:
+    """A verified module of `kernels` (their text) and a host program `@f(args) -> (results)` whose body is `body`."""
+    text = f"""builtin.module {{
+{kernels}
+  psk_kernel.host @f({args}) -> ({results}) {{
+{body}
+  }}
+}}"""
+    module = parse_module(presk_context(), text, "<test>").module
+    module.verify()
+    return module

@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import ModuleOp
 sys.path.insert(0, str(Path(__file__).parent))
 
 from conftest import ROOT, load_with_aliases  # noqa: E402
-from host_programs import kernel, launches, run_bytes, same_results  # noqa: E402
+from host_programs import kernel, launches, parse_host_module, run_bytes, same_results  # noqa: E402
 
 from presk import sizes  # noqa: E402
 from presk.dialects import psk_kernel as pk  # noqa: E402
@@ -29,7 +29,6 @@ from presk.interp.inputs import make_inputs  # noqa: E402
 from presk.interp.kernel import KernelInterpreter  # noqa: E402
 from presk.interp.reference import find_entry  # noqa: E402
 from presk.ir.context import presk_context  # noqa: E402
-from presk.ir.parse import parse_module  # noqa: E402
 from presk.jit.executor import flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
 from presk.pipeline import lower  # noqa: E402
@@ -207,15 +206,7 @@ KERNELS = """
 
 
 def host_module(body: str, args: str = "%a: memref<8xf32>", results: str = "memref<8xf32>") -> ModuleOp:
-    text = f"""builtin.module {{
-{KERNELS}
-  psk_kernel.host @f({args}) -> ({results}) {{
-{body}
-  }}
-}}"""
-    module = parse_module(presk_context(), text, "<test>").module
-    module.verify()
-    return module
+    return parse_host_module(KERNELS, body, args, results)
 
 
 def fused(module: ModuleOp) -> ModuleOp:

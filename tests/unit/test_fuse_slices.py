@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.ir import Operation, SSAValue
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from conftest import load_with_aliases  # noqa: E402
-from host_programs import kernel, launches, run_bytes, same_results  # noqa: E402
+from host_programs import kernel, launches, parse_host_module, run_bytes, same_results  # noqa: E402
 
 from presk import sizes  # noqa: E402
 from presk.analysis import affine_index  # noqa: E402
@@ -30,13 +31,14 @@ from presk.interp.inputs import make_inputs  # noqa: E402
 from presk.interp.kernel import KernelInterpreter  # noqa: E402
 from presk.interp.reference import find_entry  # noqa: E402
 from presk.ir.context import presk_context  # noqa: E402
-from presk.ir.parse import parse_module  # noqa: E402
 from presk.jit.executor import flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
+from presk.lowering.llvm import streaming_stores  # noqa: E402
 from presk.lowering.row_blocks import JAM_ROWS  # noqa: E402
 from presk.passes.fuse_slices import FuseSlices, sliced_kernel  # noqa: E402
 from presk.pipeline import lower  # noqa: E402
 from presk.plans import plan_from_options  # noqa: E402
+from presk.target import target_machine  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -212,15 +214,7 @@ KERNELS = """
 
 
 def host_module(body: str, args: str = "%x: memref<4x3xf32>", results: str = "memref<4x3xf32>") -> ModuleOp:
-    text = f"""builtin.module {{
-{KERNELS}
-  psk_kernel.host @f({args}) -> ({results}) {{
-{body}
-  }}
-}}"""
-    module = parse_module(presk_context(), text, "<test>").module
-    module.verify()
-    return module
+    return parse_host_module(KERNELS, body, args, results)
 
 
 def fused(module: ModuleOp, budget: int | None = None) -> ModuleOp:
@@ -351,3 +345,30 @@ def test_registered_in_the_universe() -> None:
     from presk.universe import PRESK_UNIVERSE
 
     assert PRESK_UNIVERSE.all_passes["psk-fuse-slices"]() is FuseSlices
+
+
+def test_a_row_stored_for_the_next_loop_stays_in_the_caches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the merged LayerNorm, every kernel big enough to stream: the loops storing what a later loop reads
+    (the centred rows and their squares, the deviations) store through the caches; the result's loop streams."""
+    if target_machine().vector_bits < 512:
+        pytest.skip("streaming stores need a vector as wide as a cache line (AVX-512)")
+    monkeypatch.setattr(streaming_stores, "STREAMING_BYTES", 0)
+    after = lowered("bench/programs/layernorm.mlir", "layernorm", {"R": 32, "E": 16}, "f32", True)
+    (launch,) = launches(after)
+    merged = kernel(after, launch.kernel.string_value())
+    args = list(merged.body.block.args)
+    loads: dict[SSAValue, list[Operation]] = {}
+    for op in merged.walk():
+        if op.name in ("memref.load", "vector.load"):
+            loads.setdefault(op.operands[0], []).append(op)
+    read = set(loads)
+    streamed: dict[bool, list[bool]] = {True: [], False: []}
+    for loop in merged.walk():
+        if isinstance(loop, scf.ForOp) and not any(isinstance(op, scf.ForOp) for op in loop.body.block.ops):
+            stored = [op.operands[1] for op in loop.body.block.ops if op.name == "memref.store"]
+            if stored:
+                plan = streaming_stores.streaming(loop, target_machine(), 1, loads)
+                streamed[any(b in read for b in stored)].append(plan is not None)
+    assert streamed[True] and not any(streamed[True])  # read again: through the caches
+    assert streamed[False] == [True]  # the result (args[-1]) alone goes around them
+    assert args[-1] not in read

@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import ModuleOp
 sys.path.insert(0, str(Path(__file__).parent))
 
 from conftest import ROOT, load_with_aliases
+from host_programs import parse_host_module
 
 from presk import sizes
 from presk.diagnostics import PreskError
@@ -33,7 +34,6 @@ from presk.interp.inputs import make_inputs
 from presk.interp.kernel import KernelInterpreter
 from presk.interp.reference import find_entry
 from presk.ir.context import presk_context
-from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.jit.native import NativeRunner
 from presk.pipeline import lower
@@ -212,15 +212,7 @@ KERNELS = """
 
 
 def host_module(body: str, args: str = "%a: memref<8xf32>", results: str = "memref<8xf32>") -> ModuleOp:
-    text = f"""builtin.module {{
-{KERNELS}
-  psk_kernel.host @f({args}) -> ({results}) {{
-{body}
-  }}
-}}"""
-    module = parse_module(presk_context(), text, "<test>").module
-    module.verify()
-    return module
+    return parse_host_module(KERNELS, body, args, results)
 
 
 def test_a_later_store_may_take_it(native: NativeRunner) -> None:

@@ -21,14 +21,13 @@ from xdsl.dialects.builtin import ModuleOp
 sys.path.insert(0, str(Path(__file__).parent))
 
 from conftest import load_with_aliases  # noqa: E402
-from host_programs import launches, run_bytes  # noqa: E402
+from host_programs import launches, parse_host_module, run_bytes  # noqa: E402
 
 from presk import sizes  # noqa: E402
 from presk.interp.inputs import make_inputs  # noqa: E402
 from presk.interp.kernel import KernelInterpreter  # noqa: E402
 from presk.interp.reference import find_entry  # noqa: E402
 from presk.ir.context import presk_context  # noqa: E402
-from presk.ir.parse import parse_module  # noqa: E402
 from presk.jit.executor import flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
 from presk.passes.share_launches import ShareLaunches  # noqa: E402
@@ -110,15 +109,7 @@ KERNELS = """
 
 
 def host_module(body: str, results: str = "memref<8xf32>") -> ModuleOp:
-    text = f"""builtin.module {{
-{KERNELS}
-  psk_kernel.host @f(%a: memref<8xf32>) -> ({results}) {{
-{body}
-  }}
-}}"""
-    module = parse_module(presk_context(), text, "<test>").module
-    module.verify()
-    return module
+    return parse_host_module(KERNELS, body, "%a: memref<8xf32>", results)
 
 
 def test_a_repeat_reads_the_first_output(native: NativeRunner) -> None:

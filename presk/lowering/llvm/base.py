@@ -53,9 +53,19 @@ class TranslatorBase:
         """Stores of whole aligned lines that bypass the caches (`streaming`)."""
         self.kernel_bytes = sum(buffer_bytes(t) for t in kernel.buffers)
         self.fenced = False
-        self.loaded_buffers: frozenset[SSAValue] | None = None
-        """The buffers some load of the kernel reads (`VectorOps.streams_lines`), found on first use."""
+        self._loads: dict[SSAValue, list[Operation]] | None = None
         self.prefetching = False
+
+    @property
+    def loads(self) -> dict[SSAValue, list[Operation]]:
+        """The kernel's loads (scalar and vector) of each buffer, found on first use: whether a store may go
+        around the caches depends on who reads its buffer (`VectorOps.streams_lines`, `streaming`)."""
+        if self._loads is None:
+            self._loads = {}
+            for inner in self.kernel.walk():
+                if inner.name in ("memref.load", "vector.load"):
+                    self._loads.setdefault(inner.operands[0], []).append(inner)
+        return self._loads
 
     def op(self, op: Operation) -> None:
         """Translate one op (the dispatcher, `Translator.op`)."""

@@ -13,13 +13,13 @@ to force streaming stores in a test, set
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llvmlite import ir
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import Float32Type, Float64Type
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from presk.target import Machine
 from presk.dialects.psk_kernel import PARALLEL
@@ -30,8 +30,6 @@ from presk.analysis import constant_int
 from presk.lowering.llvm.vector_body import vector_body
 
 __all__ = ["STREAMING_BYTES", "Streaming", "StreamingLoops", "streams_around_caches", "streaming"]
-
-_LOADS = ("memref.load", "vector.load")
 
 STREAMING_BYTES: int | None = None
 """Buffers of a kernel, in bytes, beyond which its stores go around the caches (`streaming`);
@@ -75,7 +73,9 @@ class Streaming:
     """Stored with non-temporal vector stores, `lanes` elements (a cache line) each, once aligned."""
 
 
-def streaming(loop: scf.ForOp, machine: Machine, kernel_bytes: int, kernel: Operation) -> Streaming | None:
+def streaming(
+    loop: scf.ForOp, machine: Machine, kernel_bytes: int, loads: Mapping[SSAValue, Sequence[Operation]]
+) -> Streaming | None:
     """A plan to run a parallel loop as aligned vectors with non-temporal stores, or None.
 
     For a kernel touching more than `STREAMING_BYTES` (more than the last
@@ -87,7 +87,8 @@ def streaming(loop: scf.ForOp, machine: Machine, kernel_bytes: int, kernel: Oper
     the translation peels iterations until the stores are (see
     `StreamingLoops.streaming_loop`). The stores' element types must all be one
     type of 4 or 8 bytes (so that one peel aligns every store stream). A
-    buffer another loop of the `kernel` reads is stored through the caches:
+    buffer another loop of the kernel reads (`loads`: the kernel's loads of
+    each buffer) is stored through the caches:
     in a kernel `psk-fuse-slices` merged, the next loop reads the row just
     written, and a line sent around the caches would come back from memory.
     """
@@ -102,8 +103,7 @@ def streaming(loop: scf.ForOp, machine: Machine, kernel_bytes: int, kernel: Oper
     if not stores:
         return None
     inside = set(loop.walk())
-    read_elsewhere = {op.operands[0] for op in kernel.walk() if op.name in _LOADS and op not in inside}
-    if any(op.operands[1] in read_elsewhere for op in stores):
+    if any(load not in inside for op in stores for load in loads.get(op.operands[1], ())):
         return None
     elements = {op.operands[1].type.element_type for op in stores}  # type: ignore[attr-defined]
     if len(elements) != 1:

@@ -87,7 +87,7 @@ class Translator(ScalarOps, VectorOps, RunningSumLoops, MaximumLoops, StreamingL
         plan = ordered_sums(op, self.machine.vector_bits) if vectorise else None
         maximum = running_maximum(op, self.machine.vector_bits) if vectorise and plan is None else None
         vectorised = plan is not None or maximum is not None
-        stream = streaming(op, self.machine, self.kernel_bytes, self.kernel) if vectorise and not vectorised else None
+        stream = streaming(op, self.machine, self.kernel_bytes, self.loads) if vectorise and not vectorised else None
         guarded = guarded_division(op, self.machine) if vectorise and not vectorised and stream is None else None
         if plan is not None:
             results = self.ordered_sum_loop(op, plan, lb, ub, inits)

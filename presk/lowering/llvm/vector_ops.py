@@ -93,11 +93,7 @@ class VectorOps(MemoryAccess):
             return False
         if t.get_shape()[0] * element_size(buffer.type.element_type) != self.machine.cache_line:
             return False
-        if self.loaded_buffers is None:
-            self.loaded_buffers = frozenset(
-                inner.operands[0] for inner in self.kernel.walk() if inner.name in ("memref.load", "vector.load")
-            )
-        return buffer not in self.loaded_buffers
+        return buffer not in self.loads
 
     def store_line_around_caches(self, value: ir.Value, pointer: ir.Value, buffer: SSAValue, align: int) -> None:
         """A non-temporal store where the address is on a line (host buffers are), else a plain one.
