@@ -79,7 +79,7 @@ NARROW_LIT := tests/plan \
   $(addprefix tests/filecheck/psk_realize/,launch_lanes.mlir launch_pack.mlir launch_epilogue.mlir \
     launch_epilogue_unverified.mlir)
 # The pytest files the second lane runs (with lit and the narrow pass); the first runs the others.
-LANE2_PYTEST := tests/unit/test_layout_points.py tests/unit/test_epilogue.py tests/unit/test_cli_pass_pipeline.py \
+LANE2_PYTEST := tests/unit/test_egraph.py tests/unit/test_layout_points.py tests/unit/test_epilogue.py tests/unit/test_cli_pass_pipeline.py \
   tests/unit/test_cli_calibrate.py tests/unit/test_ray_tuning.py tests/unit/test_fuse_slices.py
 AND_NARROW ?= yes
 

@@ -133,7 +133,7 @@ The choices the specification leaves open, as made here:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import scf
@@ -159,7 +159,7 @@ from presk.lowering.llvm.maximum_loops import running_maximum
 from presk.lowering.llvm.running_sums import ordered_sums
 from presk.passes.vectorize import tile_rows
 
-__all__ = ["TRANSCENDENTAL_WEIGHT", "kernel_terms"]
+__all__ = ["TRANSCENDENTAL_WEIGHT", "kernel_terms", "kernel_terms_by_rules"]
 
 _FLOATS = frozenset({BFloat16Type, Float16Type, Float32Type, Float64Type})
 _LOADS = frozenset({"memref.load", "vector.load"})
@@ -832,18 +832,25 @@ def kernel_terms(
     kernel: KernelOp, desc: MachineDesc, workers: int = 1, rules: frozenset[str] = frozenset()
 ) -> KernelTerms:
     """One worker's quantities of `kernel` on the machine `desc` (the module docstring says how each is counted)."""
-    unknown = set(rules) - set(RULES)
-    if unknown:
-        raise ValueError(f"unknown cost rules {sorted(unknown)}: the rules are {', '.join(RULES)}")
+    return kernel_terms_by_rules(kernel, desc, workers, [rules])[0]
+
+
+def kernel_terms_by_rules(
+    kernel: KernelOp, desc: MachineDesc, workers: int, rule_sets: Sequence[frozenset[str]]
+) -> list[KernelTerms]:
+    """`kernel_terms` under each rule set, the kernel walked once (a calibration sample keeps every set)."""
+    for rules in rule_sets:
+        unknown = set(rules) - set(RULES)
+        if unknown:
+            raise ValueError(f"unknown cost rules {sorted(unknown)}: the rules are {', '.join(RULES)}")
     if workers < 1:
         raise ValueError(f"workers = {workers}: a kernel runs on one worker or more")
     walk = _Walk(kernel, workers, desc.vector_bits, desc.fma_chains)
     shapes, sizes = _buffer_facts(kernel)
     runs = _executions(walk)
 
-    work = sum(loop.work * runs[loop.id] for loop in walk.loops)
-    if "overhead" in rules:
-        work += sum(runs[loop.id] for loop in walk.loops if loop.op is not None)
+    base_work = sum(loop.work * runs[loop.id] for loop in walk.loops)
+    loop_runs = sum(runs[loop.id] for loop in walk.loops if loop.op is not None)
     loads = sum(loop.loads * runs[loop.id] / loop.vector_lanes for loop in walk.loops)
     spill = _spill(walk, runs, desc.vector_registers)
     stall = _stall(walk, runs, desc.fma_chains)
@@ -863,23 +870,27 @@ def kernel_terms(
             return 1.0
 
     nbytes = _whole_bytes(walk, shapes, sizes, share)
-
-    sets = "sets" in rules
-    if "lines" in rules or sets:
-        footprint = _Footprints(walk, shapes, sizes, desc.line if "lines" in rules else None, sets)
-    else:
-        footprint = plain
-    buffers = sorted(walk.root.inside)
-    groups = [buffers] if "shared" in rules else [[b] for b in buffers]
-    carry = "lines" in rules or "shared" in rules
-    levels = _levels(desc, walk.workers, sets)
-    q_l2, q_l3, q_mem = (_traffic(walk.root, footprint, level, groups, carry) for level in levels)
-
     output = walk.written[0] if walk.written else len(walk.args) - 1
     out_type = walk.args[output].type if walk.args else None
     dtype = _dtype_name(out_type.element_type) if isinstance(out_type, MemRefType) else "f64"
-    return KernelTerms(
-        work=float(work), bytes=float(nbytes), loads=float(loads), spill=float(spill),
-        q_l2=float(q_l2), q_l3=float(q_l3), q_mem=float(q_mem),
-        workers=walk.workers, lanes=walk.lanes, dtype=dtype, stall=float(stall),
-    )  # fmt: skip
+    buffers = sorted(walk.root.inside)
+    footprints: dict[tuple[int | None, bool], _Footprints] = {(None, False): plain}
+
+    def terms(rules: frozenset[str]) -> KernelTerms:
+        work = base_work + (loop_runs if "overhead" in rules else 0)
+        sets = "sets" in rules
+        line = desc.line if "lines" in rules else None
+        if (line, sets) not in footprints:
+            footprints[line, sets] = _Footprints(walk, shapes, sizes, line, sets)
+        footprint = footprints[line, sets]
+        groups = [buffers] if "shared" in rules else [[b] for b in buffers]
+        carry = "lines" in rules or "shared" in rules
+        levels = _levels(desc, walk.workers, sets)
+        q_l2, q_l3, q_mem = (_traffic(walk.root, footprint, level, groups, carry) for level in levels)
+        return KernelTerms(
+            work=float(work), bytes=float(nbytes), loads=float(loads), spill=float(spill),
+            q_l2=float(q_l2), q_l3=float(q_l3), q_mem=float(q_mem),
+            workers=walk.workers, lanes=walk.lanes, dtype=dtype, stall=float(stall),
+        )  # fmt: skip
+
+    return [terms(rules) for rules in rule_sets]

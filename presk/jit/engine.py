@@ -57,6 +57,20 @@ CACHE_ENV = "PRESK_CACHE_DIR"
 OBJECT_SUFFIX = ".pskobj"
 _CACHE_FORMAT = b"presk-kernel-object-v1"
 """Part of every disk key and file header: bump it to orphan old cache files."""
+UNROLL_THRESHOLD = 50
+"""LLVM's `-unroll-threshold` (300 at O3): the size up to which it unrolls a loop it was not asked to.
+
+presk unrolls what must be unrolled itself (a register tile's k loop carries
+`llvm.loop.unroll.count`, which this threshold does not limit). At 300, LLVM
+fully unrolled the small constant loops of merged kernels and optimised the
+copies: 60 % of the optimisation and code generation time, for nothing
+measurable. Measured on the Xeon host: the small course GPT's gradient
+(48 kernels) compiles in 2.3 s instead of 5.9; the course GPT's training
+step, AdamW and softmax kernels ran as fast as at 300 (kernel by kernel,
+alternately, twice), where turning LLVM's unrolling off altogether cost 10–40 %
+on reductions and LayerNorm kernels."""
+_PIPELINE = f"O3,slp,unroll-threshold={UNROLL_THRESHOLD}"
+"""The optimisation pipeline, part of every cache key: an object from another pipeline is another object."""
 _HEADER = struct.Struct("<16s32sQ")
 """Disk file header: magic, sha256 of the object bytes, their length."""
 _MAGIC = b"PRESKOBJ\x00\x00\x00\x00\x00\x00\x00\x01"
@@ -83,6 +97,7 @@ def initialize_llvm() -> None:
             return
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
+        llvm.set_option("", f"-unroll-threshold={UNROLL_THRESHOLD}")  # process-wide in LLVM
         throwaway = llvm.Target.from_default_triple().create_target_machine(jit=True)
         llvm.create_mcjit_compiler(llvm.parse_assembly(""), throwaway).close()
         _initialized = True
@@ -312,7 +327,7 @@ class JitEngine:
         another pass pipeline, is a different object.
         """
         digest = hashlib.sha256()
-        for part in (_CACHE_FORMAT, llvm.llvm_version_info, ir, self._machine_key, layout_key):
+        for part in (_CACHE_FORMAT, llvm.llvm_version_info, _PIPELINE, ir, self._machine_key, layout_key):
             text = str(part).encode()
             digest.update(len(text).to_bytes(8, "little"))
             digest.update(text)

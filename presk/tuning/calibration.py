@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from presk import sizes
 from presk.cost.profile import Sample
-from presk.cost.quantities import kernel_terms
+from presk.cost.quantities import kernel_terms_by_rules
 from presk.cost.terms import RULES, KernelTerms, MachineDesc
 from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import KernelOp
@@ -435,8 +435,9 @@ def all_terms(
     kernel: KernelOp, desc: MachineDesc, workers: int, rules: Sequence[str] | None = None
 ) -> dict[str, KernelTerms]:
     """A kernel's terms under each rule set of `rules` (default: every one), as a sample keeps them."""
-    keys = rule_sets() if rules is None else rules
-    return {key: kernel_terms(kernel, desc, workers, frozenset(filter(None, key.split(",")))) for key in keys}
+    keys = list(rule_sets() if rules is None else rules)
+    terms = kernel_terms_by_rules(kernel, desc, workers, [frozenset(filter(None, key.split(","))) for key in keys])
+    return dict(zip(keys, terms))
 
 
 def reprice(samples: Sequence[Sample], desc: MachineDesc, progress: Progress | None = None) -> tuple[list[Sample], int]:
