@@ -44,9 +44,9 @@ and inside it, iteration `t` of a block of rows only that block.
   store and its load shrinks. The split loop stays parallel: rows are
   independent in both kernels.
 - A merge happens only while one iteration's data fits the private cache
-  (`Machine.private_cache`, L2 on x86-64): a sliced argument counts its
-  block of rows, any other its whole size, since every iteration may read
-  all of it. Beyond that a row would leave the cache before the next body
+  (`Machine.private_cache`, L2 on x86-64; 256 KiB where the OS describes
+  none): a sliced argument counts its block of rows, any other its whole
+  size, since every iteration may read all of it. Beyond that a row would leave the cache before the next body
   reads it, and merging gains nothing.
 - The merged kernel is named `k1+k2` with site `s1+s2`, built once per pair
   of kernels, pattern of buffers and depth (the layers of a fold share it).
@@ -391,6 +391,11 @@ class FuseSlices(ModulePass):
         erase_unlaunched(op)
 
 
+UNKNOWN_PRIVATE_CACHE = 256 * 1024
+"""The budget where the OS describes no cache private to a core (a container without `/sys`'s cache
+files): the smallest L2 of the x86-64 cores in use, so that rows any of them would keep still merge."""
+
+
 def _private_cache_bytes(machine: Machine) -> int:
     cache = machine.private_cache
-    return cache.size if cache is not None else 0
+    return cache.size if cache is not None else UNKNOWN_PRIVATE_CACHE

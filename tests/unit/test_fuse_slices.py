@@ -11,6 +11,7 @@ the first reads) or where the loops differ are left alone.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from presk.jit.executor import flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
 from presk.lowering.llvm import streaming_stores  # noqa: E402
 from presk.lowering.row_blocks import JAM_ROWS  # noqa: E402
+from presk.passes import fuse_slices  # noqa: E402
 from presk.passes.fuse_slices import FuseSlices, sliced_kernel  # noqa: E402
 from presk.pipeline import lower  # noqa: E402
 from presk.plans import plan_from_options  # noqa: E402
@@ -91,6 +93,15 @@ def test_layernorm_runs_row_by_row() -> None:
     assert analysis is not None and analysis.trips[0] == 32 // JAM_ROWS
     strips = [op for op in analysis.loops[0].body.block.ops if isinstance(op, scf.ForOp) and not op.iter_args]
     assert strips and all(op.ub.owner.value.value.data == JAM_ROWS for op in strips)  # type: ignore[union-attr]
+
+
+def test_a_machine_whose_caches_are_unknown_still_merges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the OS describes no cache, the budget is the smallest private cache in use, not nothing."""
+    bare = dataclasses.replace(target_machine(), caches=())
+    assert bare.private_cache is None
+    monkeypatch.setattr(fuse_slices, "target_machine", lambda: bare)
+    after = lowered("bench/programs/layernorm.mlir", "layernorm", {"R": 32, "E": 16}, "f32", True)
+    assert len(launches(after)) == 1
 
 
 def test_mean_is_sliced_by_its_blocks_of_rows() -> None:
