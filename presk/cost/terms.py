@@ -29,7 +29,7 @@ The quantities are those the seed's layout cost model names:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from presk.target import CacheLevel, Machine
@@ -111,8 +111,10 @@ class MachineDesc:
 
     @staticmethod
     def of(machine: Machine) -> MachineDesc:
+        # The model reads how many workers share a level, not whether the hardware gives it to one core.
+        caches = tuple(replace(cache, core_private=None) for cache in machine.caches)
         return MachineDesc(
-            machine.caches, machine.vector_registers, machine.cache_line, machine.workers(), machine.vector_bits,
+            caches, machine.vector_registers, machine.cache_line, machine.workers(), machine.vector_bits,
             machine.fma_chains,
         )  # fmt: skip
 
@@ -151,6 +153,7 @@ def _count(data: dict[str, Any], name: str, what: str) -> int:
 def _cache_json(cache: CacheLevel) -> dict[str, int]:
     """A cache as a profile stores it: "ways" only when known, so that 0 and absent read back alike."""
     data = asdict(cache)
+    del data["core_private"]
     if not cache.ways:
         del data["ways"]
     return data

@@ -36,6 +36,15 @@ class CacheLevel:
     ways: int = 0
     """Lines of one set (`ways_of_associativity`); 0 when not known, and the rule `sets` of the
     cost model then takes the level as fully associative."""
+    core_private: bool | None = None
+    """Whether an instance belongs to one core (its hardware threads) whatever the affinity mask: a
+    process pinned to one CPU shares the L3 with nothing of its own, but other processes fill it. None
+    when not read from the OS (a profile's description); `shared_by == 1` then stands for it."""
+
+    @property
+    def private(self) -> bool:
+        """Whether lines written here stay for this core's next read (`core_private`, else `shared_by == 1`)."""
+        return self.core_private if self.core_private is not None else self.shared_by == 1
 
 
 def _size_bytes(text: str) -> int:
@@ -81,6 +90,10 @@ def read_caches(cpus: Iterable[int], root: Path = SYSFS_CPU) -> tuple[CacheLevel
     if not mask:
         return ()
     levels: dict[int, CacheLevel] = {}
+    try:
+        core = _cpu_list((root / f"cpu{mask[0]}" / "topology" / "thread_siblings_list").read_text()) | {mask[0]}
+    except (OSError, ValueError):
+        core = {mask[0]}
     for index in sorted((root / f"cpu{mask[0]}" / "cache").glob("index*")):
         try:
             kind = (index / "type").read_text().strip()
@@ -92,7 +105,8 @@ def read_caches(cpus: Iterable[int], root: Path = SYSFS_CPU) -> tuple[CacheLevel
             sharing = _cpu_list((index / "shared_cpu_list").read_text())
         except (OSError, ValueError):
             continue
-        levels[level] = CacheLevel(level, size, line, max(1, len(sharing & set(mask))), _ways(index, size, line))
+        shared_by = max(1, len(sharing & set(mask)))
+        levels[level] = CacheLevel(level, size, line, shared_by, _ways(index, size, line), sharing <= core)
     return tuple(levels[level] for level in sorted(levels))
 
 

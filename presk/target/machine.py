@@ -112,8 +112,8 @@ class Machine:
 
     @property
     def private_cache(self) -> CacheLevel | None:
-        """The outermost cache no other CPU of the affinity mask shares (L2 on current x86-64), or None."""
-        private = [cache for cache in self.caches if cache.shared_by == 1]
+        """The outermost cache no other core shares (L2 on current x86-64), or None (`CacheLevel.private`)."""
+        private = [cache for cache in self.caches if cache.private]
         return private[-1] if private else None
 
     @property

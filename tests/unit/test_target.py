@@ -49,10 +49,32 @@ def test_caches_are_read_from_sysfs_for_the_affinity_mask(tmp_path: Path) -> Non
     _cache_dir(tmp_path, 4, 3, 3, "Unified", "32768K", 64, "0-7")
     caches = read_caches([5, 4], root=tmp_path)
     assert caches == (
-        CacheLevel(1, 32 << 10, 64, 1),
-        CacheLevel(2, 512 << 10, 64, 1),
-        CacheLevel(3, 32 << 20, 64, 2),
+        CacheLevel(1, 32 << 10, 64, 1, core_private=True),
+        CacheLevel(2, 512 << 10, 64, 1, core_private=True),
+        CacheLevel(3, 32 << 20, 64, 2, core_private=False),
     )
+
+
+def test_a_process_pinned_to_one_cpu_keeps_the_l3_shared(tmp_path: Path) -> None:
+    """Pinned to CPU 4, no CPU of the mask shares the L3, yet seven other cores fill it: the private cache stays L2
+    (lowering pinned, as an autotuning worker is, gives the kernels of the unpinned process)."""
+    _cache_dir(tmp_path, 4, 0, 1, "Data", "32K", 64, "4")
+    _cache_dir(tmp_path, 4, 2, 2, "Unified", "512K", 64, "4")
+    _cache_dir(tmp_path, 4, 3, 3, "Unified", "32768K", 64, "0-7")
+    caches = read_caches([4], root=tmp_path)
+    assert [c.shared_by for c in caches] == [1, 1, 1] and [c.private for c in caches] == [True, True, False]
+    assert replace(target_named("x86-64-v3"), caches=caches).private_cache == caches[1]
+
+
+def test_a_cache_shared_by_one_cores_hardware_threads_is_private(tmp_path: Path) -> None:
+    """With SMT, CPUs 4 and 12 are one core: their L2 is private to it even when the mask holds both."""
+    _cache_dir(tmp_path, 4, 0, 1, "Data", "48K", 64, "4,12")
+    _cache_dir(tmp_path, 4, 2, 2, "Unified", "2048K", 64, "4,12")
+    _cache_dir(tmp_path, 4, 3, 3, "Unified", "30M", 64, "0-15")
+    (tmp_path / "cpu4" / "topology").mkdir()
+    (tmp_path / "cpu4" / "topology" / "thread_siblings_list").write_text("4,12\n")
+    caches = read_caches([4, 12], root=tmp_path)
+    assert [c.shared_by for c in caches] == [2, 2, 2] and [c.private for c in caches] == [True, True, False]
 
 
 def _geometry(root: Path, cpu: int, index: int, ways: str | None, sets: str | None) -> None:
@@ -71,9 +93,9 @@ def test_associativity_is_read_from_sysfs(tmp_path: Path) -> None:
     _cache_dir(tmp_path, 0, 3, 3, "Unified", "32768K", 64, "0-1")
     caches = read_caches([0, 1], root=tmp_path)
     assert caches == (
-        CacheLevel(1, 48 << 10, 64, 1, 12),
-        CacheLevel(2, 2 << 20, 64, 1, 16),
-        CacheLevel(3, 32 << 20, 64, 2, 0),
+        CacheLevel(1, 48 << 10, 64, 1, 12, True),
+        CacheLevel(2, 2 << 20, 64, 1, 16, True),
+        CacheLevel(3, 32 << 20, 64, 2, 0, False),
     )
 
 
@@ -87,7 +109,7 @@ def test_associativity_is_read_from_sysfs(tmp_path: Path) -> None:
 def test_an_associativity_that_does_not_add_up_is_not_known(tmp_path: Path, ways: str, sets: str | None) -> None:
     _cache_dir(tmp_path, 0, 0, 1, "Data", "48K", 64, "0")
     _geometry(tmp_path, 0, 0, ways, sets)
-    assert read_caches([0], root=tmp_path) == (CacheLevel(1, 48 << 10, 64, 1, 0),)
+    assert read_caches([0], root=tmp_path) == (CacheLevel(1, 48 << 10, 64, 1, 0, True),)
 
 
 def test_host_associativity_agrees_with_the_sizes() -> None:
