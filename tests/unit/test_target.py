@@ -57,7 +57,7 @@ def test_caches_are_read_from_sysfs_for_the_affinity_mask(tmp_path: Path) -> Non
 
 def test_a_process_pinned_to_one_cpu_keeps_the_l3_shared(tmp_path: Path) -> None:
     """Pinned to CPU 4, no CPU of the mask shares the L3, yet seven other cores fill it: the private cache stays L2
-    (lowering pinned, as an autotuning worker is, gives the kernels of the unpinned process)."""
+    (a process started on one CPU lowers the kernels of an unpinned one)."""
     _cache_dir(tmp_path, 4, 0, 1, "Data", "32K", 64, "4")
     _cache_dir(tmp_path, 4, 2, 2, "Unified", "512K", 64, "4")
     _cache_dir(tmp_path, 4, 3, 3, "Unified", "32768K", 64, "0-7")
