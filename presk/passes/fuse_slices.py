@@ -46,8 +46,8 @@ and inside it, iteration `t` of a block of rows only that block.
 - A merge happens only while one iteration's data fits the private cache
   (`Machine.private_cache`, L2 on x86-64; 256 KiB where the OS describes
   none): a sliced argument counts its block of rows, any other its whole
-  size, since every iteration may read all of it. Beyond that a row would leave the cache before the next body
-  reads it, and merging gains nothing.
+  size, since every iteration may read all of it. Beyond that a row would
+  leave the cache before the next body reads it, and merging gains nothing.
 - The merged kernel is named `k1+k2` with site `s1+s2`, built once per pair
   of kernels, pattern of buffers and depth (the layers of a fold share it).
 

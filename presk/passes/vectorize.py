@@ -92,7 +92,7 @@ _DTYPES: dict[type, str] = {Float64Type: "f64", Float32Type: "f32", BFloat16Type
 
 _KEYS: dict[SSAValue, Any] = {}
 """`_key`'s answers during one run of the pass, which never rewrites index arithmetic: the same indices are
-compared for every group of lanes tried, and their trees were most of the pass's time."""
+compared for every group of lanes tried, and each comparison would walk their trees again."""
 
 
 def _key(v: SSAValue) -> Any:
