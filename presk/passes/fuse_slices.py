@@ -86,6 +86,10 @@ __all__ = ["FuseSlices", "MergeSlices", "SlicedKernel", "sliced_kernel"]
 SCAN_WINDOW = 64
 """How far back (in launches) a launch looks for a partner."""
 
+UNKNOWN_PRIVATE_CACHE = 256 * 1024
+"""The budget where the OS describes no cache private to a core (a container without `/sys`'s cache
+files): the smallest L2 of the x86-64 cores in use, so that rows any of them would keep still merge."""
+
 _ACCESS_OPS = ("memref.load", "vector.load", *STORE_OPS)
 
 
@@ -389,11 +393,6 @@ class FuseSlices(ModulePass):
         merge = MergeSlices(budget=budget, scan_window=SCAN_WINDOW)
         rewrite_host_programs(op, merge)
         erase_unlaunched(op)
-
-
-UNKNOWN_PRIVATE_CACHE = 256 * 1024
-"""The budget where the OS describes no cache private to a core (a container without `/sys`'s cache
-files): the smallest L2 of the x86-64 cores in use, so that rows any of them would keep still merge."""
 
 
 def _private_cache_bytes(machine: Machine) -> int:

@@ -90,24 +90,14 @@ _DTYPES: dict[type, str] = {Float64Type: "f64", Float32Type: "f32", BFloat16Type
 # --------------------------------------------------------------------------- addresses
 
 
-_KEYS: dict[SSAValue, Any] = {}
-"""`_key`'s answers during one run of the pass, which never rewrites index arithmetic: the same indices are
-compared for every group of lanes tried, and each comparison would walk their trees again."""
-
-
 def _key(v: SSAValue) -> Any:
     """A structural key of an index value: equal keys, equal values (pure index arithmetic)."""
-    key = _KEYS.get(v)
-    if key is None:
-        owner = v.owner
-        if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-            key = ("c", owner.value.value.data)
-        elif isinstance(owner, arith.AddiOp | arith.MuliOp):
-            key = (owner.name, _key(owner.lhs), _key(owner.rhs))
-        else:
-            key = ("v", id(v))
-        _KEYS[v] = key
-    return key
+    owner = v.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return ("c", owner.value.value.data)
+    if isinstance(owner, arith.AddiOp | arith.MuliOp):
+        return (owner.name, _key(owner.lhs), _key(owner.rhs))
+    return ("v", id(v))
 
 
 def _affine(v: SSAValue) -> tuple[Any, int]:
@@ -637,11 +627,8 @@ class VectorizeContractions(ModulePass):
         for k in kernels(op):  # lanes still pending live on a structured contract: psk-tile records them
             if isinstance(stated(k).get("lanes"), int) and stated(k)["lanes"] > 1:
                 raise refuse(k, None, "lanes", "the layout's lanes are not on a loop yet: run psk-tile before psk-vectorize")
-        try:
-            sums = PatternRewriteWalker(VectorizeTileSums(machine), apply_recursively=False)
-            if not sums.rewrite_module(op):
-                return
-            PatternRewriteWalker(GreedyRewritePatternApplier([VectorizeTileStores()])).rewrite_module(op)
-        finally:
-            _KEYS.clear()
+        sums = PatternRewriteWalker(VectorizeTileSums(machine), apply_recursively=False)
+        if not sums.rewrite_module(op):
+            return
+        PatternRewriteWalker(GreedyRewritePatternApplier([VectorizeTileStores()])).rewrite_module(op)
         dce(op)  # the scalar loads, fmas and constants the vectors replaced
