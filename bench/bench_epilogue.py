@@ -36,7 +36,7 @@ DOT = "Linear.apply/%2"
 def host_program(layout: dict[str, Any], dims: dict[str, int], consts: dict[str, int]) -> Any:
     from presk import sizes
     from presk.interp.inputs import make_inputs
-    from presk.interp.reference import find_entry
+    from presk.ir.calls import find_entry
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram, flatten_inputs

@@ -305,8 +305,8 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
 
     from presk import sizes
     from presk.interp.inputs import argument_names, load_inputs, make_inputs
-    from presk.interp.reference import find_entry
     from presk.interp.values import leaf_items
+    from presk.ir.calls import find_entry
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram, flatten_inputs

@@ -73,7 +73,7 @@ def program(
 ) -> tuple[Any, list[np.ndarray]]:
     from presk import sizes
     from presk.interp.inputs import make_inputs
-    from presk.interp.reference import find_entry
+    from presk.ir.calls import find_entry
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
     from presk.jit.executor import HostProgram, flatten_inputs

@@ -42,7 +42,7 @@ from presk.cli.program import (
 from presk.cli.source import read_input
 from presk.diagnostics import PreskError
 from presk.interp.inputs import make_inputs
-from presk.interp.reference import find_entry
+from presk.ir.calls import find_entry
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.jit.timed import TimedRunner
 from presk.target import target_machine

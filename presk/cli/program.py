@@ -25,6 +25,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from xdsl.context import Context
 from xdsl.dialects.func import FuncOp
@@ -44,11 +45,12 @@ from presk.ir.parse import ParsedModule, parse_module
 from presk.universe import load_multiverse
 from presk.passes.autodiff import AutoDiff
 from presk.passes.bind import BindSizes
-from presk.passes.egraph import FunctionReport, format_reports, optimize_module
-from presk.passes.egraph_prices import profile_prices
 from presk.passes.fuse import FuseElementwise
 from presk.passes.realize import apply_plan
 from presk.plans import Plan, plan_from_options, realization_record
+
+if TYPE_CHECKING:
+    from presk.passes.egraph import FunctionReport
 
 
 def add_size_arguments(parser: argparse.ArgumentParser) -> None:
@@ -222,9 +224,14 @@ def load_program(
             # A fold's gradient runs its layers one by one: the layer count must be an integer.
             _bind_keeping_declarations(ctx, parsed, env)
         _run_located(ctx, AutoDiff(remat=remat, entries=",".join(entries or ())), parsed)
-    prices = profile_prices(opt.profile, opt.realize, env) if isinstance(opt, OptPricing) else None
-    reports = optimize_module(parsed.module, prices=prices) if opt else []
+    reports: list[FunctionReport] = []
     if opt:
+        # egglog (and the black it imports) takes a third of a second to import: only `--opt` pays it.
+        from presk.passes.egraph import format_reports, optimize_module
+        from presk.passes.egraph_prices import profile_prices
+
+        prices = profile_prices(opt.profile, opt.realize, env) if isinstance(opt, OptPricing) else None
+        reports = optimize_module(parsed.module, prices=prices)
         lines = format_reports(reports).splitlines()
         sys.stderr.write("".join(line + "\n" for line in (lines if opt_report else lines[-1:])))
     return Program(parsed, env, reports, gradients)

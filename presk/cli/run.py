@@ -39,8 +39,8 @@ from presk.cli.backends import add_backend_arguments, host_program
 from presk.diagnostics import PreskError
 from presk.dialects.psk_core_types import describe
 from presk.interp.inputs import check_inputs, load_inputs, make_inputs
-from presk.interp.reference import find_entry, run_entry
 from presk.interp.values import leaf_items
+from presk.ir.calls import find_entry
 from presk.jit.executor import flatten_inputs, rebuild_results
 from presk.plans import Plan
 
@@ -109,6 +109,8 @@ def _run(args: argparse.Namespace, plan: Plan | None, source: Source, passes: tu
         outputs = rebuild_results(leaves, host.result_paths, len(func.function_type.outputs.data))
         realized = True
     else:
+        from presk.interp.reference import run_entry  # xDSL's interpreters take a tenth of a second to import
+
         if plan is not None:
             realize_program(program, plan)
         outputs = run_entry(module, args.entry, inputs, env, bits=args.bits)

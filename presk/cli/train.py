@@ -73,8 +73,8 @@ from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import IndexTensorType, RealType, TensorType, TupleType, describe, leaves
 from presk.dialects.psk_realize import STORAGE_BYTES
 from presk.interp.inputs import bind, bound_shape, make_inputs
-from presk.interp.reference import find_entry, run_entry
 from presk.interp.values import leaf_items
+from presk.ir.calls import find_entry
 from presk.ir.parse import ParsedModule
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.passes.autodiff import REMAT_MODES
@@ -255,6 +255,8 @@ class Stepper:
 
     def __call__(self, b1t: float, b2t: float, lr: float, ids: np.ndarray, targets: np.ndarray) -> float:
         if self.host is None:
+            from presk.interp.reference import run_entry  # imported where used: see presk/cli/run.py
+
             # A step that overflows is reported once, by its non-finite loss, not by numpy's warnings.
             with np.errstate(all="ignore"):
                 (result,) = run_entry(self.program.parsed.module, self.entry, [*self.state, b1t, b2t, lr, ids, targets],
@@ -271,6 +273,8 @@ class Stepper:
         total = 0.0
         for ids, targets in batches:
             if self.host is None:
+                from presk.interp.reference import run_entry
+
                 with np.errstate(all="ignore"):
                     (value,) = run_entry(self.program.parsed.module, self.loss, [self.state[0], ids, targets],
                                          self.program.env)  # fmt: skip

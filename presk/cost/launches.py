@@ -34,7 +34,7 @@ from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import Size, leaves
 from presk.dialects.psk_realize import SiteOp
 from presk.dialects.psk_realize_nests import launches as is_launching_primitive
-from presk.interp.reference import find_entry
+from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.ir.locations import error_at
 from presk.ir.parse import parse_module, read_source

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.dialects.func import FuncOp
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 from xdsl.interpreters.func import FuncFunctions
 from xdsl.ir import Attribute
@@ -27,6 +26,7 @@ from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType,
 from presk.interp.numerics import F64, Numerics, mp_numerics
 from presk.interp.realized import PSKRealizeFunctions, argument_storage, to_storage
 from presk.interp.values import align, tree_map
+from presk.ir.calls import find_entry
 
 
 def scalar_if_0d(value: Any) -> Any:
@@ -331,14 +331,6 @@ def _slice_tree(value: Any, layer: int) -> Any:
 COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
            "ge": np.greater_equal}  # fmt: skip
 """numpy's comparisons are IEEE's, on f64 and on mpmath's numbers (object arrays) alike."""
-
-
-def find_entry(module: ModuleOp, entry: str) -> FuncOp:
-    funcs = {op.sym_name.data: op for op in module.walk() if isinstance(op, FuncOp)}
-    if entry not in funcs:
-        known = ", ".join(sorted(funcs)) or "none"
-        raise PreskError("E4004", f"no function @{entry} in the program (functions: {known})")
-    return funcs[entry]
 
 
 def run_entry(

@@ -14,6 +14,17 @@ from xdsl.dialects.builtin import ModuleOp, SymbolRefAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
+from presk.diagnostics import PreskError
+
+
+def find_entry(module: ModuleOp, entry: str) -> FuncOp:
+    """The function `@entry` of `module`, or E4004 naming the functions there are."""
+    funcs = {op.sym_name.data: op for op in module.walk() if isinstance(op, FuncOp)}
+    if entry not in funcs:
+        known = ", ".join(sorted(funcs)) or "none"
+        raise PreskError("E4004", f"no function @{entry} in the program (functions: {known})")
+    return funcs[entry]
+
 
 def callees(fn: Operation) -> set[str]:
     """The names of the functions the ops inside `fn` run."""

@@ -87,8 +87,8 @@ from presk.dialects.psk_realize import (
 )
 from presk.dialects.psk_realize_nests import contraction as contraction_of
 from presk.interp.realized import argument_storage
-from presk.interp.reference import find_entry
 from presk.interp.values import leaf_items
+from presk.ir.calls import find_entry
 from presk.ir.locations import error_at
 from presk.lowering import contraction, nests, softmax, softmax_two_pass
 from presk.lowering.kernel_builder import INDEX_ELEMENT, KernelBuilder, float_type

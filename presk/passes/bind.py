@@ -34,6 +34,9 @@ class BindSizesInTypes(TypeConversionPattern):
     def __init__(self, env: dict[str, int]) -> None:
         super().__init__()
         self.env = env
+        self._converted: dict[Attribute, Attribute | None] = {}
+        """Each type converted once: a program repeats its types (a parameter record at every call), and
+        rebuilding a record rebuilds and verifies every type inside it."""
 
     def bind(self, size: Size) -> Size:
         return self.env.get(size, size) if isinstance(size, str) else size
@@ -48,6 +51,12 @@ class BindSizesInTypes(TypeConversionPattern):
                 replacement.location = location
 
     def convert_type(self, typ: Attribute, /) -> Attribute | None:
+        if typ in self._converted:
+            return self._converted[typ]
+        converted = self._converted[typ] = self._convert(typ)
+        return converted
+
+    def _convert(self, typ: Attribute) -> Attribute | None:
         if isinstance(typ, FunctionType):
             inputs = [self.convert_type(t) or t for t in typ.inputs.data]
             outputs = [self.convert_type(t) or t for t in typ.outputs.data]

@@ -55,7 +55,7 @@ from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
 from presk.records import append_records, read_records
 from presk.interp.inputs import make_inputs
-from presk.interp.reference import find_entry
+from presk.ir.calls import find_entry
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.jit.timed import TimedRunner
 from presk.pipeline import lower

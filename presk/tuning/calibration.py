@@ -52,7 +52,7 @@ from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import KernelOp
 from presk.dialects.psk_realize_layout import TILE_COLS
 from presk.interp.inputs import make_inputs
-from presk.interp.reference import find_entry
+from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram, flatten_inputs

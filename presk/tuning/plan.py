@@ -61,7 +61,7 @@ from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_kernel_structured import SoftmaxOp as StructuredSoftmaxOp
 from presk.dialects.psk_realize import LayoutAttr, NestOp
-from presk.interp.reference import find_entry
+from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.lowering.contraction import LANES, lanes_attribute
 from presk.lowering.realize_to_kernel import LowerToKernel

@@ -50,7 +50,8 @@ from presk.dialects.psk_core_autodiff import GradOp
 from presk.dialects.psk_core_types import IndexTensorType
 from presk.interp.inputs import make_inputs
 from presk.interp.numerics import mp_numerics
-from presk.interp.reference import PSKCoreFunctions, convert, find_entry, run_entry
+from presk.interp.reference import PSKCoreFunctions, convert, run_entry
+from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.ir.print import print_module

@@ -56,8 +56,9 @@ from presk.dialects.psk_core_autodiff import GradientRequestOp
 from presk.interp.inputs import make_inputs
 from presk.interp.kernel import KernelInterpreter
 from presk.interp.realized import to_storage
-from presk.interp.reference import find_entry, run_entry
+from presk.interp.reference import run_entry
 from presk.interp.values import leaf_items
+from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram, flatten_inputs

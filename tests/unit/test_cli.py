@@ -138,3 +138,11 @@ def test_presk_errors_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert run_guarded(fail) == 1
     assert capsys.readouterr().err == "presk: error: E4004: no function @main\n"
+
+
+def test_presk_starts_without_the_libraries_only_some_commands_use() -> None:
+    """`presk` imports egglog (and the black it pulls in) only for `--opt`, and xDSL's interpreters only
+    for the reference interpreter: together they were 0.4 s of every invocation's 0.9 s."""
+    probe = "import sys, presk.cli.main; print(sorted(m for m in ('egglog', 'black', 'xdsl.interpreters') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip() == "[]"

@@ -326,8 +326,9 @@ def test_the_residuals_reported_are_what_the_forward_function_returns() -> None:
     from presk.cli.program import load_program
     from presk.cli.train import residual_bytes
     from presk.interp.inputs import make_inputs
-    from presk.interp.reference import find_entry, run_entry
+    from presk.interp.reference import run_entry
     from presk.interp.values import leaf_items
+    from presk.ir.calls import find_entry
 
     program = load_program(str(FWD_BWD), ["B=3"], [])
     count, total = residual_bytes(program, "loss", "f64")  # type: ignore[misc]

@@ -38,7 +38,8 @@ from presk import sizes  # noqa: E402
 from presk.diagnostics import PreskError  # noqa: E402
 from presk.dialects.psk_core_autodiff import GradientRequestOp  # noqa: E402
 from presk.interp.inputs import make_inputs  # noqa: E402
-from presk.interp.reference import find_entry, run_entry  # noqa: E402
+from presk.interp.reference import run_entry  # noqa: E402
+from presk.ir.calls import find_entry  # noqa: E402
 from presk.ir.context import presk_context  # noqa: E402
 from presk.ir.parse import parse_module  # noqa: E402
 from presk.ir.print import print_module  # noqa: E402

@@ -32,7 +32,7 @@ from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as pk
 from presk.interp.inputs import make_inputs
 from presk.interp.kernel import KernelInterpreter
-from presk.interp.reference import find_entry
+from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.jit.native import NativeRunner

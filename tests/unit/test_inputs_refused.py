@@ -24,8 +24,8 @@ import pytest
 from presk.cli.main import main as presk
 from presk.cli.program import load_program
 from presk.interp.inputs import argument_names, make_inputs
-from presk.interp.reference import find_entry
 from presk.interp.values import leaf_items
+from presk.ir.calls import find_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 GPT = str(ROOT / "corpus" / "nlp" / "gpt.mlir")

@@ -11,7 +11,8 @@ import pytest
 from presk import sizes
 from presk.diagnostics import PreskError
 from presk.interp.inputs import check_inputs, make_inputs
-from presk.interp.reference import find_entry, run_entry
+from presk.interp.reference import run_entry
+from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 

@@ -35,8 +35,9 @@ from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as K
 from presk.interp.inputs import make_inputs
 from presk.interp.kernel import KernelInterpreter, dtype_of, ieee_maximum, truncate_f64_to_bf16
-from presk.interp.reference import find_entry, run_entry
+from presk.interp.reference import run_entry
 from presk.interp.values import leaf_items
+from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.pipeline import apply_layouts

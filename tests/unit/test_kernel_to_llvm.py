@@ -557,7 +557,8 @@ def test_f32_elementwise_and_tiled_contraction_are_vectorised(engine: JitEngine)
 def test_whole_gpt_loss_f64_matches_the_reference(runner: NativeRunner) -> None:
     from presk import sizes
     from presk.interp.inputs import make_inputs
-    from presk.interp.reference import find_entry, run_entry
+    from presk.interp.reference import run_entry
+    from presk.ir.calls import find_entry
 
     source = gpt_source()
     env = sizes.resolve(source, dims={"B": 2, "T": 8})

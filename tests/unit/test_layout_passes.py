@@ -23,7 +23,7 @@ from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_kernel_structured import STRUCTURED_OPS, ContractOp, SoftmaxOp
 from presk.interp.inputs import make_inputs
 from presk.interp.kernel import KernelInterpreter
-from presk.interp.reference import find_entry
+from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.jit.native import NativeRunner

@@ -32,7 +32,7 @@ from presk.target import target_machine  # noqa: E402
 from presk.dialects import psk_kernel as pk  # noqa: E402
 from presk.interp.inputs import make_inputs  # noqa: E402
 from presk.interp.kernel import KernelInterpreter  # noqa: E402
-from presk.interp.reference import find_entry  # noqa: E402
+from presk.ir.calls import find_entry  # noqa: E402
 from presk.ir.context import presk_context  # noqa: E402
 from presk.ir.parse import parse_module  # noqa: E402
 from presk.jit.executor import HostProgram, flatten_inputs  # noqa: E402

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from presk import sizes
 from presk.dialects.psk_core import format_float
 from presk.interp.inputs import make_inputs
-from presk.interp.reference import find_entry, run_entry
+from presk.interp.reference import run_entry
 from presk.interp.values import leaf_items
+from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.ir.print import print_module

@@ -26,7 +26,7 @@ from host_programs import launches, parse_host_module, run_bytes  # noqa: E402
 from presk import sizes  # noqa: E402
 from presk.interp.inputs import make_inputs  # noqa: E402
 from presk.interp.kernel import KernelInterpreter  # noqa: E402
-from presk.interp.reference import find_entry  # noqa: E402
+from presk.ir.calls import find_entry  # noqa: E402
 from presk.ir.context import presk_context  # noqa: E402
 from presk.jit.executor import flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
