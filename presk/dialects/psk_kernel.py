@@ -59,6 +59,9 @@ PARALLEL = "psk_kernel.parallel"
 """Unit attribute of an `scf.for` whose iterations are independent (may be vectorised or split)."""
 WORKERS = "psk_kernel.workers"
 """Integer attribute of a parallel `scf.for` divided among that many workers."""
+PREFETCH_AHEAD = "psk_kernel.prefetch_ahead"
+"""Integer attribute of a `memref.load`: native code also asks for the cache line that many bytes past
+the load's address, a hint that changes no value (the kernel interpreter ignores it)."""
 SUBNORMAL_NUMERATOR = "psk_kernel.subnormal_numerator"
 """Unit attribute of an `arith.divf` whose numerator is often subnormal (a softmax's exponentials):
 native code divides those lanes by integer and normal arithmetic, with the same bits (`mathlib_spec.divide`)."""

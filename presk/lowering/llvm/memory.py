@@ -19,6 +19,7 @@ from llvmlite import ir
 from xdsl.dialects.builtin import MemRefType, NoneAttr
 from xdsl.ir import Operation, SSAValue
 
+from presk.dialects.psk_kernel import PREFETCH_AHEAD
 from presk.lowering.llvm.alias_scopes import buffer_scopes
 from presk.lowering.llvm.base import TranslatorBase
 from presk.lowering.llvm.errors import fail
@@ -64,6 +65,8 @@ class MemoryAccess(TranslatorBase):
             if op in self.vector_loads:
                 element = ir.VectorType(element, self.lanes)
                 self.prefetch(pointer, write=False)
+            if (ahead := op.attributes.get(PREFETCH_AHEAD)) is not None:
+                self.request_line(pointer, ahead.value.data, write=False, locality=3)  # type: ignore[attr-defined]
             loaded = b.load(pointer, typ=element, align=element_size(t.element_type))
             self.scope(loaded, buffer)
             self.values[op.results[0]] = loaded
@@ -113,14 +116,17 @@ class MemoryAccess(TranslatorBase):
         transcendental prefetch. A prefetch never faults, so running past a
         buffer's end is harmless (and the address is formed without `inbounds`).
         """
-        if not self.prefetching:
-            return
+        if self.prefetching:
+            self.request_line(pointer, PREFETCH_BYTES, write, locality=2)  # into L2, not L1
+
+    def request_line(self, pointer: ir.Value, ahead: int, write: bool, locality: int) -> None:
+        """`llvm.prefetch` of the line `ahead` bytes past `pointer` (locality 3: into L1; 2: into L2)."""
         b = self.builder
-        ahead = b.gep(pointer, [I64(PREFETCH_BYTES)], source_etype=ir.IntType(8))
+        address = b.gep(pointer, [I64(ahead)], source_etype=ir.IntType(8))
         fn = self.module.globals.get("llvm.prefetch.p0")
         if fn is None:
             fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]), "llvm.prefetch.p0")
-        b.call(fn, [ahead, I32(int(write)), I32(2), I32(1)])  # locality 2: into L2, not L1
+        b.call(fn, [address, I32(int(write)), I32(locality), I32(1)])
 
     def scope(self, access: ir.Instruction, buffer: SSAValue) -> None:
         scopes = self.scopes[self.buffers[buffer]]

@@ -1,6 +1,8 @@
 // RUN: presk-opt %s -p 'psk-fuse,psk-realize{plan="%S/Inputs/contract_tn.json"},psk-lower-kernel{entry=f}' | filecheck %s --check-prefix=CONTRACT
 // RUN: presk-opt %s -p 'psk-fuse,psk-realize{plan="%S/Inputs/contract_tn.json"},psk-lower-kernel{entry=f},psk-pack,psk-tile' | filecheck %s --check-prefix=TILED
 // RUN: presk-opt %s -p 'psk-fuse,psk-realize{plan="%S/Inputs/contract_tn.json"},psk-lower-kernel{entry=g},psk-pack,psk-tile' | filecheck %s --check-prefix=OUTPUT
+// RUN: presk dump %s --stage llvm --entry f --plan @%S/Inputs/contract_tn.json | filecheck %s --check-prefix=LLVM
+// RUN: presk dump %s --stage llvm --entry g --plan @%S/Inputs/contract_tn.json | filecheck %s --check-prefix=UNPACKED
 //
 // A dot's right derivative, xᵀ · ct, is a TN contraction: both operands
 // carry the summed axes (b, s) before I and J. K is the innermost of them
@@ -11,7 +13,10 @@
 // elements side by side), operand 1 along J. The pack copies both to
 // blocked panels that keep the summed axes after their block axis: operand
 // 1 to [J / n, b, s, n], operand 0 to [I / m, b, s, m], so that a tile's k
-// run one after the other instead of a row of I (or J) apart.
+// run one after the other instead of a row of I (or J) apart. At each k
+// the tile's first load from operand 0's panel carries
+// `psk_kernel.prefetch_ahead`: native code also asks for the panel's line
+// 4 KiB further on (`llvm.prefetch`, into L1), which changes no value.
 // Where the k-block loop encloses I and J (g, order KIJ), the loop over b
 // sits at K's place in the order, and a tile's sums start from zero at the
 // first block of the flat index (b, k-block) only.
@@ -38,7 +43,7 @@ func.func @g(%x: !X, %ct: !C) -> !O {
 // TILED-NEXT:      scf.for %[[J:[0-9]+]] = {{.*}} {
 // TILED:             = scf.for %[[B:[0-9]+]] = {{.*}} iter_args(
 // TILED-NEXT:          = scf.for %[[S:[0-9]+]] = {{.*}} iter_args(
-// TILED-NEXT:            %[[R0:[0-9]+]] = memref.load %0[%[[I]], %[[B]], %[[S]], %{{[0-9]+}}] : memref<2x2x64x2xf32>
+// TILED-NEXT:            %[[R0:[0-9]+]] = memref.load %0[%[[I]], %[[B]], %[[S]], %{{[0-9]+}}] {psk_kernel.prefetch_ahead = 4096 : i64} : memref<2x2x64x2xf32>
 // TILED-NEXT:            %[[R1:[0-9]+]] = memref.load %0[%[[I]], %[[B]], %[[S]], %{{[0-9]+}}] : memref<2x2x64x2xf32>
 // TILED-NEXT:            %{{[0-9]+}} = memref.load %1[%[[J]], %[[B]], %[[S]], %{{[0-9]+}}] : memref<2x2x64x8xf32>
 // TILED:           } {psk_kernel.parallel}
@@ -53,3 +58,14 @@ func.func @g(%x: !X, %ct: !C) -> !O {
 // OUTPUT-NEXT:           %[[FLAT:[0-9]+]] = arith.addi %[[FLAT0]], %[[KB]] : index
 // OUTPUT-NEXT:           %[[FIRST:[0-9]+]] = arith.cmpi eq, %[[FLAT]], %{{[0-9]+}} : index
 // OUTPUT:                arith.select %[[FIRST]],
+
+// LLVM-LABEL: define void @"ein"(
+// LLVM:         %[[AT:"\.[0-9]+"]] = getelementptr inbounds float, ptr %"buf0", i64 %{{.*}}
+// LLVM-NEXT:    %[[AHEAD:"\.[0-9]+"]] = getelementptr i8, ptr %[[AT]], i64 4096
+// LLVM-NEXT:    call void @"llvm.prefetch.p0"(ptr %[[AHEAD]], i32 0, i32 3, i32 1)
+// LLVM-NEXT:    load float, ptr %[[AT]], align 4
+// LLVM-NOT:     llvm.prefetch
+// LLVM:         ret void
+
+// Operand 0 read in place (no pack) asks for nothing.
+// UNPACKED-NOT: call void @"llvm.prefetch.p0"
