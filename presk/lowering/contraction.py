@@ -318,12 +318,16 @@ def _tiled(
             a_outer = co.a_labels[: -len(c.summed) - 1]
             return [*_at(a_outer, where), ivs["I"], *_at(c.summed, where), kb.index(r)]
 
+        # With its sums in registers a tile reads its panel straight through K; where the k-block loop
+        # encloses I or J, the line ahead is the tile's next k-block, read only after every other tile.
+        streams_panel = co.a_block is not None and not tl.sums_in_output
+
         def step_at(summed: Mapping[str, SSAValue], accs: list[Scalar]) -> list[Scalar]:
             where = {**base, **summed}
             xs = []
             for r in range(m):
                 x = kb.load(a.buffer, a_at(where, r))  # type: ignore[arg-type]
-                if r == 0 and co.a_block is not None:  # the panel's m elements of a k share a line: one request
+                if r == 0 and streams_panel:  # the panel's m elements of a k share a line: one request
                     x.owner.attributes[PREFETCH_AHEAD] = IntegerAttr(PANEL_PREFETCH_BYTES, i64)  # type: ignore[union-attr]
                 xs.append(kb.convert(x, arith_type))
             ws = [kb.load_real(b.buffer, b_at(where, s), arith_type) for s in range(n)]  # type: ignore[arg-type]
