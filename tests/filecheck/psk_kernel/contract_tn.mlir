@@ -3,6 +3,7 @@
 // RUN: presk-opt %s -p 'psk-fuse,psk-realize{plan="%S/Inputs/contract_tn.json"},psk-lower-kernel{entry=g},psk-pack,psk-tile' | filecheck %s --check-prefix=OUTPUT
 // RUN: presk dump %s --stage llvm --entry f --plan @%S/Inputs/contract_tn.json | filecheck %s --check-prefix=LLVM
 // RUN: presk dump %s --stage llvm --entry g --plan @%S/Inputs/contract_tn.json | filecheck %s --check-prefix=UNPACKED
+// RUN: presk dump %s --stage llvm --entry f --plan @%S/Inputs/contract_tn_enclosed.json | filecheck %s --check-prefix=ENCLOSED
 //
 // A dot's right derivative, xᵀ · ct, is a TN contraction: both operands
 // carry the summed axes (b, s) before I and J. K is the innermost of them
@@ -67,5 +68,8 @@ func.func @g(%x: !X, %ct: !C) -> !O {
 // LLVM-NOT:     llvm.prefetch
 // LLVM:         ret void
 
-// Operand 0 read in place (no pack) asks for nothing.
+// Operand 0 read in place (no pack) asks for nothing; nor does a packed panel under a k-block loop that
+// encloses I and J (KIJ), where the line ahead is the tile's next k-block, read after every other tile.
 // UNPACKED-NOT: call void @"llvm.prefetch.p0"
+// ENCLOSED:     define void @"pack_1"(
+// ENCLOSED-NOT: call void @"llvm.prefetch.p0"
