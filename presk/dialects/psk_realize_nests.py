@@ -13,8 +13,9 @@ launch counter and the kernel lowering share one definition.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from xdsl.ir import Operation
 
@@ -77,12 +78,29 @@ class Contraction:
 
 
 def contraction(op: Operation) -> Contraction | None:
-    """The contraction pattern of `op`, or None when it is not a contraction nest."""
-    if isinstance(op, core.DotOp):
-        return _dot_contraction(op)
-    if isinstance(op, core.EinOp):
-        return _ein_contraction(op)
-    return None
+    """The contraction pattern of `op`, or None when it is not a contraction nest.
+
+    Kept per op while its operand types, result type and properties are the
+    same objects: the layout checks ask it of the same nest for every point
+    of its space (`presk plan` prices thousands), and reading a pattern from
+    its types costs some 9 µs, comparing the objects under 1. A conversion
+    that retypes an operand in place makes a new type object, so the pattern
+    is read again.
+    """
+    if not isinstance(op, core.DotOp | core.EinOp):
+        return None
+    inputs = (*(v.type for v in op.operands), op.results[0].type, *op.properties.values())
+    kept = _CONTRACTIONS.get(op)
+    if kept is not None and len(kept[0]) == len(inputs) and all(a is b for a, b in zip(kept[0], inputs)):
+        return kept[1]
+    found = _dot_contraction(op) if isinstance(op, core.DotOp) else _ein_contraction(op)
+    _CONTRACTIONS[op] = (inputs, found)
+    return found
+
+
+_CONTRACTIONS: weakref.WeakKeyDictionary[Operation, tuple[tuple[Any, ...], Contraction | None]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _dot_contraction(op: core.DotOp) -> Contraction | None:
