@@ -94,7 +94,7 @@ A tile streams its panel (m elements a k) once per J block, one contiguous
 stream, which two threads reading at once do not get fast enough from the
 hardware prefetchers alone (an NN tile's operand 0 is m rows, m streams,
 which they follow): `xᵀ · ct` at [1536, 384] over 8 × 256 terms, f32, tile
-[8, 32], 2 threads, took 10.2–10.4 ms without and 7.3–7.8 with the line
+[8, 32], 2 threads, took 9.1–10.4 ms without and 7.3–7.8 with the line
 4 KiB ahead requested at each k; 2 and 8 KiB did as well, 1 KiB less; on
 one thread it changed nothing measurable (docs/performance.md, "Operand 0's
 panel requested ahead")."""
