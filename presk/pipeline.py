@@ -3,7 +3,7 @@
 It stands above the passes and the lowering, which it strings together, so
 that neither room imports the other's driver. The same sequence `presk-opt` spells as
 `psk-bind,psk-fuse,psk-realize,psk-lower-kernel{entry=F},psk-epilogue,psk-pack,psk-tile,psk-softmax-passes,psk-split,psk-vectorize`
-(then `psk-share-launches,psk-fuse-launches,psk-fuse-slices`), as one function
+(then `psk-share-launches,psk-fuse-launches,psk-fuse-slices,psk-promote-to-scratch`), as one function
 for the subcommands and tests that run or print a program's kernels.
 """
 
@@ -22,6 +22,7 @@ from presk.passes.fuse import FuseElementwise
 from presk.passes.fuse_launches import FuseLaunches
 from presk.passes.fuse_slices import FuseSlices
 from presk.passes.pack import PackOperands
+from presk.passes.promote_to_scratch import PromoteToScratch
 from presk.passes.share_launches import ShareLaunches
 from presk.passes.realize import apply_plan
 from presk.passes.softmax_passes import SoftmaxPasses
@@ -75,7 +76,7 @@ def lower(
     """The kernels and host program of `entry` (a new module; `module` is unchanged).
 
     `fuse_launches` (default: as `fuse`) runs `psk-share-launches` and `psk-fuse-launches` on the kernels, and
-    `fuse_slices` (default: as `fuse_launches`) `psk-fuse-slices` after them.
+    `fuse_slices` (default: as `fuse_launches`) `psk-fuse-slices` and `psk-promote-to-scratch` after them.
     """
     kernels = realize(module, env, plan, fuse, entry)
     ctx = presk_context()
@@ -87,4 +88,5 @@ def lower(
         FuseLaunches().apply(ctx, kernels)
     if launches if fuse_slices is None else fuse_slices:
         FuseSlices().apply(ctx, kernels)
+        PromoteToScratch().apply(ctx, kernels)
     return kernels

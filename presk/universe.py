@@ -44,6 +44,7 @@ _PASSES: dict[str, str] = {
     "psk-vectorize": "presk.passes.vectorize:VectorizeContractions",
     "psk-fuse-launches": "presk.passes.fuse_launches:FuseLaunches",
     "psk-fuse-slices": "presk.passes.fuse_slices:FuseSlices",
+    "psk-promote-to-scratch": "presk.passes.promote_to_scratch:PromoteToScratch",
     "psk-share-launches": "presk.passes.share_launches:ShareLaunches",
     "psk-in-place": "presk.passes.in_place:InPlace",
     "psk-verify-layout": "presk.passes.verify_layout:VerifyLayouts",

@@ -412,7 +412,7 @@ class _Walk:
     ) -> None:
         loop.loads += self._registers(value)[1]
         buffer = self.arg_index.get(base)
-        if buffer is None:  # a buffer the kernel does not take (none in PSK-Kernel): no traffic known
+        if buffer is None:  # the kernel's scratch: one block of rows, kept in the core's caches, no traffic
             return
         if op.name in _STORES and buffer not in self.written:
             self.written.append(buffer)

@@ -23,6 +23,12 @@ allocates the others, launches kernels in order, and returns buffers:
 
 Views (a layer of a stacked tree, a split or merged axis) move no data: a
 row-major buffer reshaped, or one index of its leading axis, is a buffer.
+
+A kernel may also hold buffers of its own, `psk_kernel.scratch`: values one
+iteration of its outer loops writes and reads back, that nothing outside
+the kernel sees (`psk-promote-to-scratch`). Native code keeps one block of
+rows of them on the worker's stack, so they stay in the core's caches and
+never travel to memory.
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    IntegerAttr,
     FunctionType,
     IntAttr,
     MemRefType,
+    NoneAttr,
     StringAttr,
     SymbolRefAttr,
 )
@@ -218,6 +226,73 @@ class AllocOp(IRDLOperation):
 
 
 @irdl_op_definition
+class ScratchOp(IRDLOperation):
+    """A buffer private to one call of its kernel, folded onto one block of rows of its leading axes.
+
+    `%s = psk_kernel.scratch rows [1, 8] : memref<8x256x384xf32>` reads and
+    writes like a buffer of its type: element `[i0, i1, k]` is itself, and
+    the kernel interpreter holds all of it. Native code keeps only
+    `memref<1x8x384xf32>` on the worker's stack and puts `[i0, i1, k]` at
+    `[i0 mod 1, i1 mod 8, k]`. That is the same buffer as long as every
+    access along leading axis `j` is `rows[j]·t_j + e`, `t_j` the counter of
+    the kernel's `j`-th outer loop and `0 <= e < rows[j]`: each iteration of
+    those loops then touches only its own block, which no other iteration
+    touches, and a worker runs its iterations one after the other
+    (`psk-promote-to-scratch` places a scratch only there). It is
+    uninitialised: a kernel writes it before it reads it.
+    """
+
+    name = "psk_kernel.scratch"
+    rows = prop_def(ArrayAttr[IntegerAttr])
+    result = result_def(MemRefType)
+    traits = traits_def(HasParent(KernelOp))
+
+    def __init__(self, t: MemRefType, rows: Sequence[int]) -> None:
+        super().__init__(result_types=[t], properties={"rows": ArrayAttr([IntegerAttr(r, 64) for r in rows])})
+
+    @property
+    def folded_rows(self) -> tuple[int, ...]:
+        return tuple(r.value.data for r in self.rows.data)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ScratchOp:
+        parser.parse_keyword("rows")
+        rows = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False, allow_negative=False)
+        )
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        op = cls.create(
+            result_types=[t], properties={"rows": ArrayAttr([IntegerAttr(r, 64) for r in rows])}, attributes=attrs
+        )
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" rows [{', '.join(str(r) for r in self.folded_rows)}]")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    @property
+    def stored_shape(self) -> tuple[int, ...]:
+        """The shape native code allocates: one block of rows of the leading axes, the others whole."""
+        rows = self.folded_rows
+        return (*rows, *_buffer(self.result.type, "a scratch").get_shape()[len(rows) :])
+
+    def verify_(self) -> None:
+        t = _buffer(self.result.type, "a scratch")
+        shape, rows = t.get_shape(), self.folded_rows
+        if any(n < 0 for n in shape) or not isinstance(t.layout, NoneAttr):
+            raise VerifyException(f"a scratch has a static shape and the row-major layout, not {t}")
+        if len(rows) > len(shape):
+            raise VerifyException(f"a scratch of {t} folds {len(rows)} leading axes: it has {len(shape)}")
+        for axis, (r, n) in enumerate(zip(rows, shape)):
+            if not 1 <= r <= n:
+                raise VerifyException(f"a scratch keeps 1 to {n} rows of axis {axis} of {t}, not {r}")
+
+
+@irdl_op_definition
 class ViewOp(IRDLOperation):
     """The same data seen with another shape, or one index of its leading axis: no copy.
 
@@ -314,6 +389,6 @@ from presk.dialects.psk_kernel_structured import ContractOp, SoftmaxOp  # noqa: 
 
 PSKKernel = Dialect(
     "psk_kernel",
-    [KernelOp, HostOp, AllocOp, ViewOp, LaunchOp, ReturnOp, ContractOp, SoftmaxOp],
+    [KernelOp, HostOp, AllocOp, ScratchOp, ViewOp, LaunchOp, ReturnOp, ContractOp, SoftmaxOp],
     [],
 )

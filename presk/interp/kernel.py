@@ -89,7 +89,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from presk.analysis import written_buffers
 from presk.diagnostics import PreskError
-from presk.dialects.psk_kernel import PARALLEL, KernelOp
+from presk.dialects.psk_kernel import PARALLEL, KernelOp, ScratchOp
 from presk.interp.bf16 import truncate_f64_to_bf16
 from presk.interp.fma import fma
 
@@ -259,7 +259,7 @@ _SUPPORTED: tuple[type[Operation], ...] = (
     arith.ConstantOp, arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.NegfOp, arith.MaximumfOp,
     arith.CmpfOp, arith.CmpiOp, arith.SelectOp, arith.ExtFOp, arith.TruncFOp, arith.IndexCastOp, arith.ExtUIOp,
     arith.MuliOp, arith.AddiOp, arith.MinSIOp, math.FmaOp, math.SqrtOp, math.ExpOp, math.LogOp, math.TanhOp, math.ErfOp,
-    memref.LoadOp, memref.StoreOp, scf.ForOp, scf.YieldOp,
+    memref.LoadOp, memref.StoreOp, scf.ForOp, scf.YieldOp, ScratchOp,
     vector.LoadOp, vector.StoreOp, vector.BroadcastOp, vector.FMAOp, vector.ExtractOp, vector.InsertOp,
     vector.ShuffleOp,
 )  # fmt: skip
@@ -321,6 +321,8 @@ def _prepare(kernel: KernelOp) -> _Plan:
             plan.result_dtypes[op] = None if isinstance(t, MemRefType) else _element_dtype(t)
         if isinstance(op, arith.ConstantOp):
             plan.constants[op] = _constant(name, op)
+        elif isinstance(op, ScratchOp):
+            plan.buffer_names[op.result] = f"the kernel's scratch ({op.result.type})"
     _assign_axes(plan, block, 0)
     _plan_bounds_checks(plan)
     return plan
@@ -664,6 +666,11 @@ class KernelFunctions(InterpreterFunctions):
         return self._transcendental("erf", op, args[0])
 
     # -- memory ------------------------------------------------------------------
+
+    @impl(ScratchOp)
+    def run_scratch(self, interp: Interpreter, op: ScratchOp, args: PythonValues) -> PythonValues:
+        """The whole buffer: what native code folds onto one block of rows is the same memory here."""
+        return (np.empty(op.result.type.get_shape(), dtype_of(op.result.type)),)  # type: ignore[attr-defined]
 
     @impl(memref.LoadOp)
     def run_load(self, interp: Interpreter, op: memref.LoadOp, args: PythonValues) -> PythonValues:

@@ -50,9 +50,14 @@ def native() -> NativeRunner:
 
 
 def lowered(path: str, entry: str, dims: dict[str, int], realize: str, slices: bool) -> ModuleOp:
+    """The program's kernels with or without `psk-fuse-slices` (and without `psk-promote-to-scratch`, which
+    `lower` runs after it: tests/unit/test_promote_to_scratch.py)."""
     module = load_with_aliases(path)[0]
     env = sizes.resolve(module, {}, dims)
-    return lower(module, entry, env, plan_from_options(realize, None), fuse_slices=slices)
+    kernels = lower(module, entry, env, plan_from_options(realize, None), fuse_slices=False)
+    if slices:
+        FuseSlices().apply(presk_context(), kernels)
+    return kernels
 
 
 # ----------------------------------------------------------------------------- the corpus

@@ -42,6 +42,8 @@ class TranslatorBase:
         self.buffers: dict[SSAValue, int] = {arg: i for i, arg in enumerate(kernel.body.block.args)}
         self.bases: list[ir.Value] = []
         self.scopes: list[tuple[ir.MDValue, ir.MDValue] | None] = []
+        self.folded_rows: dict[SSAValue, tuple[int, ...]] = {}
+        """Per `psk_kernel.scratch`, the rows of its leading axes the stack holds (`MemoryAccess.scratch`)."""
         self.assume_disjoint = assume_disjoint
         self.split = split_loop(kernel)
         self.loop_number = 0

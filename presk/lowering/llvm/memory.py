@@ -9,6 +9,10 @@ pointers are loaded from `%args` with `!noundef !nonnull !align
 !dereferenceable(bytes of the buffer)`: the shape is checked before every
 call, and dereferenceability lets LLVM speculate loads out of selects.
 Every access carries its buffer's alias scopes (`presk.lowering.llvm.alias_scopes`).
+A `psk_kernel.scratch` is an `alloca` of one block of rows in the entry
+block, 64-byte aligned; an index along a folded axis is taken modulo the
+block's rows (for a power of two, a mask LLVM folds into the index's own
+arithmetic).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from llvmlite import ir
 from xdsl.dialects.builtin import MemRefType, NoneAttr
 from xdsl.ir import Operation, SSAValue
 
-from presk.dialects.psk_kernel import PREFETCH_AHEAD
+from presk.dialects.psk_kernel import PREFETCH_AHEAD, ScratchOp
 from presk.lowering.llvm.alias_scopes import buffer_scopes
 from presk.lowering.llvm.base import TranslatorBase
 from presk.lowering.llvm.errors import fail
@@ -53,6 +57,22 @@ class MemoryAccess(TranslatorBase):
             self.bases.append(base)
         self.scopes = buffer_scopes(self.module, self.kernel, self.assume_disjoint)
 
+    def scratch(self, op: ScratchOp) -> None:
+        """The scratch's block of rows on the stack: the entry block's `alloca`, so one per call."""
+        t = op.result.type
+        assert isinstance(t, MemRefType)
+        count = 1
+        for n in op.stored_shape:
+            count *= n
+        with self.builder.goto_block(self.fn.entry_basic_block):
+            base = self.builder.alloca(llvm_type(t.element_type), size=I64(count), name=f"scratch{len(self.bases)}")
+        base.align = 64
+        base.type = PTR  # llvmlite types an alloca's pointer by its element; the translation uses opaque pointers
+        self.buffers[op.result] = len(self.bases)
+        self.bases.append(base)
+        self.scopes.append(None)  # an alloca that never escapes: LLVM knows it aliases no buffer
+        self.folded_rows[op.result] = op.folded_rows
+
     def memory_op(self, op: Operation) -> None:
         """`memref.load` and `memref.store`: scalar, or vectors of `lanes` in a vectorised loop body."""
         b = self.builder
@@ -64,7 +84,8 @@ class MemoryAccess(TranslatorBase):
             element = llvm_type(t.element_type)
             if op in self.vector_loads:
                 element = ir.VectorType(element, self.lanes)
-                self.prefetch(pointer, write=False)
+                if buffer not in self.folded_rows:
+                    self.prefetch(pointer, write=False)
             if (ahead := op.attributes.get(PREFETCH_AHEAD)) is not None:
                 self.request_line(pointer, ahead.value.data, write=False, locality=3)  # type: ignore[attr-defined]
             loaded = b.load(pointer, typ=element, align=element_size(t.element_type))
@@ -78,7 +99,7 @@ class MemoryAccess(TranslatorBase):
                 stored = b.store(self.value(value), pointer, align=64)
                 stored.set_metadata("nontemporal", self.metadata(I32(1)))
             else:
-                if self.lanes:
+                if self.lanes and buffer not in self.folded_rows:
                     self.prefetch(pointer, write=True)
                 stored = b.store(self.value(value), pointer, align=element_size(t.element_type))
             self.scope(stored, buffer)
@@ -97,10 +118,15 @@ class MemoryAccess(TranslatorBase):
             raise fail(self.kernel, f"{len(indices)} indices into {t}")
         if not shape:
             return base
+        values = [self.value(index) for index in indices]
+        rows = self.folded_rows.get(buffer, ())
+        if rows:
+            shape = [*rows, *shape[len(rows) :]]
+            values = [I64(0) if r == 1 else b.urem(v, I64(r)) for v, r in zip(values, rows)] + values[len(rows) :]
         flags = ["nuw", "nsw"] if inbounds else []
-        linear = self.value(indices[0])
-        for size, index in zip(shape[1:], indices[1:]):
-            linear = b.add(b.mul(linear, I64(size), flags=flags), self.value(index), flags=flags)
+        linear = values[0]
+        for size, index in zip(shape[1:], values[1:]):
+            linear = b.add(b.mul(linear, I64(size), flags=flags), index, flags=flags)
         return b.gep(base, [linear], inbounds=inbounds, source_etype=llvm_type(t.element_type))
 
     def prefetch(self, pointer: ir.Value, write: bool) -> None:

@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import Float32Type, Float64Type
 from xdsl.ir import Operation, SSAValue
 
 from presk.target import Machine
-from presk.dialects.psk_kernel import PARALLEL
+from presk.dialects.psk_kernel import PARALLEL, ScratchOp
 from presk.lowering.llvm.irtypes import I1, I64, element_size
 from presk.lowering.llvm.loops import ScalarLoops
 from presk.lowering.llvm.memory import MemoryAccess
@@ -102,6 +102,8 @@ def streaming(
     _kinds, vector_loads, stores = body
     if not stores:
         return None
+    if any(isinstance(op.operands[1].owner, ScratchOp) for op in stores):
+        return None  # a scratch is there to stay in the caches
     inside = set(loop.walk())
     if any(load not in inside for op in stores for load in loads.get(op.operands[1], ())):
         return None

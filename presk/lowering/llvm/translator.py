@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation
 
 from presk.target import Machine, target_machine
-from presk.dialects.psk_kernel import KernelOp
+from presk.dialects.psk_kernel import KernelOp, ScratchOp
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I64
 from presk.lowering.llvm.guarded_division import GuardedDivisionLoops, guarded_division
@@ -71,6 +71,8 @@ class Translator(ScalarOps, VectorOps, RunningSumLoops, MaximumLoops, StreamingL
         elif name == "scf.for":
             assert isinstance(op, scf.ForOp)
             self.loop(op)
+        elif isinstance(op, ScratchOp):
+            self.scratch(op)
         elif name == "scf.yield":
             raise fail(self.kernel, "scf.yield outside a loop body")
         else:

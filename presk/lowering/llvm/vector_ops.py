@@ -93,7 +93,7 @@ class VectorOps(MemoryAccess):
             return False
         if t.get_shape()[0] * element_size(buffer.type.element_type) != self.machine.cache_line:
             return False
-        return buffer not in self.loads
+        return buffer not in self.loads and buffer not in self.folded_rows  # a scratch stays in the caches
 
     def store_line_around_caches(self, value: ir.Value, pointer: ir.Value, buffer: SSAValue, align: int) -> None:
         """A non-temporal store where the address is on a line (host buffers are), else a plain one.
