@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
@@ -20,7 +20,7 @@ from presk.passes.kernel_layout import unique_name
 
 __all__ = [
     "Launched", "MergeLaunchPairs", "add_merged_kernel", "elements", "erase_unlaunched", "kernels_beside",
-    "launch_in_place_of", "may_merge", "merged_buffers", "rewrite_host_programs", "root",
+    "launch_in_place_of", "may_merge", "merged_buffers", "moves_past", "rewrite_host_programs", "root",
 ]  # fmt: skip
 
 Analysis = TypeVar("Analysis")
@@ -74,15 +74,54 @@ def add_merged_kernel(
 
 
 def launch_in_place_of(
-    first: pk.LaunchOp, second: pk.LaunchOp, name: str, values: list[SSAValue], rewriter: PatternRewriter
+    first: pk.LaunchOp, second: pk.LaunchOp, name: str, values: list[SSAValue], rewriter: PatternRewriter,
+    at_second: bool = True,
 ) -> pk.LaunchOp:
-    """One launch of `name` on `values` where L2 was, at the site `s1+s2`; L1 and L2 erased."""
+    """One launch of `name` on `values` where L2 was (else where L1 was), at the site `s1+s2`; L1 and L2 erased.
+
+    In L1's place, the allocations and views of L2's buffers that come after L1 move up before it (an
+    allocation is a fresh buffer wherever it stands)."""
     site = f"{first.attributes['site'].data}+{second.attributes['site'].data}"  # type: ignore[attr-defined]
+    if not at_second:
+        _define_before(first, second, values, rewriter)
     launch = pk.LaunchOp(name, values, site)
-    rewriter.insert(launch, InsertPoint.before(second))
+    rewriter.insert(launch, InsertPoint.before(second if at_second else first))
     rewriter.erase(second)
     rewriter.erase(first)
     return launch
+
+
+def _define_before(first: pk.LaunchOp, second: pk.LaunchOp, values: list[SSAValue], rewriter: PatternRewriter) -> None:
+    """Move the allocations and views of `values` that stand between L1 and L2 before L1, in their order.
+
+    The ops move themselves, so their values stay the same objects: the other launches' read and write sets,
+    kept by the search, still name them."""
+    block = first.parent_block()
+    assert block is not None
+    between: list[Operation] = []
+    inside = False
+    for op in block.ops:
+        if op is second:
+            break
+        if inside:
+            between.append(op)
+        inside = inside or op is first
+    needed: set[Operation] = set()
+
+    def needs(value: SSAValue) -> None:
+        owner = value.owner
+        if isinstance(owner, Operation) and owner in between and owner not in needed:
+            assert isinstance(owner, pk.AllocOp | pk.ViewOp)
+            needed.add(owner)
+            for operand in owner.operands:
+                needs(operand)
+
+    for value in values:
+        needs(value)
+    for op in between:
+        if op in needed:
+            block.detach_op(op)
+            rewriter.insert(op, InsertPoint.before(first))
 
 
 def rewrite_host_programs(module: ModuleOp, pattern: RewritePattern) -> None:
@@ -127,10 +166,12 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
     to each host program): a merge changes only the host program, and a
     walker asked to apply the pattern again would walk every kernel of the
     module after each one (the training step's 125 merges took 20 s that
-    way). A merge of L1 (position a) into L2 leaves the pairs whose second
-    launch comes before a as they were, and they had no partner, so the
-    search resumes at a: the pairs found, and their order, are those of a
-    search from the start.
+    way). The merged launch takes L2's place, or L1's where L1 may not move
+    down past the launches between them but L2 may move up (`may_merge`).
+    A merge of L1 (position a) with L2 leaves the pairs whose second launch
+    comes before a as they were, and they had no partner, so the search
+    resumes at a: the pairs found, and their order, are those of a search
+    from the start.
     """
 
     merged: dict[tuple[object, ...], str] = field(default_factory=dict)
@@ -188,8 +229,10 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
             if name is None:
                 merged = self.build(first, second, plan, positions, [v.type for v in values])
                 name = self.merged[key] = add_merged_kernel(merged, k1, k2, kernels, op, rewriter)
-            launches[b] = launched(launch_in_place_of(first.op, second.op, name, values, rewriter))
-            del launches[a]
+            down = moves_past(first, launches[a + 1 : b])  # else L2 moves up (`may_merge`)
+            merged_launch = launched(launch_in_place_of(first.op, second.op, name, values, rewriter, at_second=down))
+            launches[b if down else a] = merged_launch
+            del launches[a if down else b]
             start = a
 
     def _first_pair(self, launches: Sequence[Launched[Analysis]], start: int) -> tuple[int, int, Plan] | None:
@@ -204,11 +247,17 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
         return None
 
 
+def moves_past(launch: Launched[Any], between: Sequence[Launched[Any]]) -> bool:
+    """Whether `launch` may run on the other side of the launches `between`: none of them writes what it reads
+    or writes, or reads what it writes."""
+    return not any(other.writes & (launch.reads | launch.writes) or other.reads & launch.writes for other in between)
+
+
 def may_merge(first: Launched[Any], second: Launched[Any], between: Sequence[Launched[Any]]) -> bool:
-    """Whether L1 may run in L2's place, just before it: they are related (L2 reads what L1 writes, or both
-    read a buffer of more than one element; else nothing is saved), L2 writes nothing L1 reads or writes, and
-    no launch in between writes what L1 reads or writes, or reads what it writes."""
+    """Whether L1 and L2 may run as one launch: they are related (L2 reads what L1 writes, or both read a buffer
+    of more than one element; else nothing is saved), L2 writes nothing L1 reads or writes, and L1 may run in
+    L2's place, just before it, or L2 in L1's place, just after it (`moves_past` the launches between)."""
     shared = {r for r in second.reads & first.reads if elements(r) > 1}
     if not (second.reads & first.writes or shared) or second.writes & (first.reads | first.writes):
         return False
-    return not any(other.writes & (first.reads | first.writes) or other.reads & first.writes for other in between)
+    return moves_past(first, between) or moves_past(second, between)

@@ -266,15 +266,18 @@ def test_moves_past_independent_launches(native: NativeRunner) -> None:
     %c = psk_kernel.alloc : memref<8xf32>
     psk_kernel.launch @square(%v, %c) {site = "f/%2"} : memref<8xf32>, memref<8xf32>
     psk_kernel.return %c : memref<8xf32>""",
-        # a launch in between writes what double reads: double cannot move down to square
+        # a launch in between writes what double reads (double cannot move down to square), and another
+        # reads what square writes (square cannot move up to double)
         """
     %b = psk_kernel.alloc : memref<8xf32>
     %d = psk_kernel.alloc : memref<8xf32>
+    %c = psk_kernel.alloc : memref<8xf32>
+    %e = psk_kernel.alloc : memref<8xf32>
     psk_kernel.launch @double(%d, %b) {site = "f/%1"} : memref<8xf32>, memref<8xf32>
     psk_kernel.launch @reverse(%a, %d) {site = "f/%3"} : memref<8xf32>, memref<8xf32>
-    %c = psk_kernel.alloc : memref<8xf32>
+    psk_kernel.launch @reverse(%c, %e) {site = "f/%3"} : memref<8xf32>, memref<8xf32>
     psk_kernel.launch @square(%b, %c) {site = "f/%2"} : memref<8xf32>, memref<8xf32>
-    psk_kernel.return %c : memref<8xf32>""",
+    psk_kernel.return %c, %e : memref<8xf32>, memref<8xf32>""",
         # the second writes what the first reads
         """
     %b = psk_kernel.alloc : memref<8xf32>
@@ -290,6 +293,26 @@ def test_illegal_merges_are_left_alone(body: str) -> None:
     after = fused(module)
     names = [l.kernel.string_value() for l in launches(after)]
     assert not any(name.startswith("double+") for name in names), names
+
+
+def test_the_second_moves_up_where_the_first_cannot_move_down(native: NativeRunner) -> None:
+    """reverse overwrites what double reads, so double cannot run in the last square's place; that square can
+    run in double's: the merged launch stands before reverse, and the allocation of square's output moves up."""
+    module = host_module(
+        """
+    %d = psk_kernel.alloc : memref<8xf32>
+    psk_kernel.launch @square(%a, %d) {site = "f/%2"} : memref<8xf32>, memref<8xf32>
+    %b = psk_kernel.alloc : memref<8xf32>
+    psk_kernel.launch @double(%d, %b) {site = "f/%1"} : memref<8xf32>, memref<8xf32>
+    psk_kernel.launch @reverse(%a, %d) {site = "f/%3"} : memref<8xf32>, memref<8xf32>
+    %c = psk_kernel.alloc : memref<8xf32>
+    psk_kernel.launch @square(%b, %c) {site = "f/%2"} : memref<8xf32>, memref<8xf32>
+    psk_kernel.return %c, %d : memref<8xf32>, memref<8xf32>""",
+        results="memref<8xf32>, memref<8xf32>",
+    )
+    after = fused(module)
+    assert [l.kernel.string_value() for l in launches(after)] == ["square+double+square", "reverse"]
+    same_results(module, after, native)
 
 
 def test_other_iteration_spaces_do_not_merge() -> None:
