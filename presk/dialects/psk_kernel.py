@@ -37,9 +37,9 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    IntegerAttr,
     FunctionType,
     IntAttr,
+    IntegerAttr,
     MemRefType,
     NoneAttr,
     StringAttr,

@@ -17,6 +17,7 @@ arithmetic).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from llvmlite import ir
@@ -61,9 +62,7 @@ class MemoryAccess(TranslatorBase):
         """The scratch's block of rows on the stack: the entry block's `alloca`, so one per call."""
         t = op.result.type
         assert isinstance(t, MemRefType)
-        count = 1
-        for n in op.stored_shape:
-            count *= n
+        count = math.prod(op.stored_shape)
         with self.builder.goto_block(self.fn.entry_basic_block):
             base = self.builder.alloca(llvm_type(t.element_type), size=I64(count), name=f"scratch{len(self.bases)}")
         base.align = 64
