@@ -569,3 +569,54 @@ def test_whole_gpt_loss_f64_matches_the_reference(runner: NativeRunner) -> None:
     module, _ = lowered("loss", "f64")
     (loss,) = executor.HostProgram(module, runner)(executor.flatten_inputs(inputs))
     assert abs(float(loss) - float(expected)) < 1e-10 * abs(float(expected))
+
+
+# --------------------------------------------------------------------------- short chains of FMAs
+
+
+def weight_gradient(terms: int) -> KernelOp:
+    """A contraction at its default layout: out[i, j] = Σ_b Σ_t x[b, t, i] · y[b, t, j], one chain per element."""
+    return parse_kernel(f"""builtin.module {{
+  psk_kernel.kernel @wg(%0: memref<4x{terms}x16xf32>, %1: memref<4x{terms}x32xf32>, %2: memref<16x32xf32>) "f/%0" {{
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c4 = arith.constant 4 : index
+    %ct = arith.constant {terms} : index
+    %c16 = arith.constant 16 : index
+    %c32 = arith.constant 32 : index
+    %z = arith.constant 0.0 : f32
+    scf.for %i = %c0 to %c16 step %c1 {{
+      scf.for %j = %c0 to %c32 step %c1 {{
+        %s = scf.for %b = %c0 to %c4 step %c1 iter_args(%acc = %z) -> (f32) {{
+          %r = scf.for %t = %c0 to %ct step %c1 iter_args(%a = %acc) -> (f32) {{
+            %x = memref.load %0[%b, %t, %i] : memref<4x{terms}x16xf32>
+            %y = memref.load %1[%b, %t, %j] : memref<4x{terms}x32xf32>
+            %f = math.fma %x, %y, %a : f32
+            scf.yield %f : f32
+          }}
+          scf.yield %r : f32
+        }}
+        memref.store %s, %2[%i, %j] : memref<16x32xf32>
+      }} {{psk_kernel.parallel}}
+    }} {{psk_kernel.parallel}}
+  }}
+}}""")
+
+
+def test_a_short_chain_of_fmas_is_unrolled_whole_and_keeps_its_bits(runner: NativeRunner) -> None:
+    """4 × 32 terms (384 ops) unroll whole, both loops; of 4 × 64 (768), only the inner 64 (192). Native equals
+    the interpreter."""
+    from presk.interp.kernel import KernelInterpreter
+    from presk.lowering.llvm.loops import FULL_UNROLL_OPS
+
+    short, long = weight_gradient(32), weight_gradient(64)
+    assert 4 * 32 * 3 <= FULL_UNROLL_OPS < 4 * 64 * 3
+    assert translate_kernel(short).count("llvm.loop.unroll.full") == 1  # one loop ID, on both latches
+    assert len(re.findall(r"!llvm.loop ", translate_kernel(short))) == 2
+    assert len(re.findall(r"!llvm.loop ", translate_kernel(long))) == 1
+    for kernel in (short, long):
+        native = random_inputs(kernel, 5)
+        interpreted = [a.copy() for a in native]
+        runner(kernel)(native)
+        KernelInterpreter().runner(kernel)(interpreted)
+        assert native[2].tobytes() == interpreted[2].tobytes()

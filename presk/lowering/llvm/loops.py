@@ -16,6 +16,15 @@ already as wide as the registers, so LLVM's own threshold leaves it rolled,
 and its three loop instructions per k then share the 4–6 issue slots a
 cycle with the tile's m broadcasts, n/L loads and m·n/L FMAs. Unrolling
 repeats the body in order; every accumulator's chain is unchanged.
+
+A short chain of FMAs (`is_short_fma_chain`: a loop with `iter_args`
+whose running value comes from `math.fma`, or from such a loop inside it,
+at most `FULL_UNROLL_OPS` ops unrolled) is unrolled whole
+(`llvm.loop.unroll.full`): a contraction at its default layout sums its
+k terms in such loops inside the parallel loops over its output, and once
+they are unrolled the innermost parallel loop is one LLVM vectorises, each
+lane its own element's chain in the same order. LLVM's own threshold, held
+low for compile time (`presk.jit.engine.UNROLL_THRESHOLD`), leaves them.
 """
 
 from __future__ import annotations
@@ -30,12 +39,49 @@ from presk.lowering.llvm.base import TranslatorBase
 from presk.lowering.llvm.errors import fail
 from presk.lowering.llvm.irtypes import I32, I64
 
-__all__ = ["TILE_UNROLL", "ScalarLoops"]
+__all__ = ["FULL_UNROLL_OPS", "TILE_UNROLL", "ScalarLoops", "is_short_fma_chain", "unrolled_ops"]
+
+FULL_UNROLL_OPS = 400
+"""The most ops a short chain of FMAs unrolls into. The small GPT's gradient at its default layouts (B=4, T=32,
+D=64, f32, 2 threads, Xeon with AVX-512): its weight gradients' 4 × 32 terms (384 ops) ran 7× faster unrolled,
+the whole call 16.3 → 7.3 ms; its 41 kernels compiled in 3.1–3.2 s instead of 2.4–2.5 (docs/performance.md,
+"LLVM's own unrolling held to small loops")."""
 
 TILE_UNROLL = 4
 """How many times LLVM unrolls a register tile's k loop. Measured on the Xeon host lowering for
 x86-64-v3 (f32 GEMM, N = 1024, one thread, tile [6, 16] at 8 lanes, CPU time, side by side): 94 →
 100 GFLOP/s (order JI, packed) and 95 → 101 (k-block 128, KIJ, packed), numpy 104–107."""
+
+
+def unrolled_ops(loop: scf.ForOp) -> int | None:
+    """The ops of `loop` unrolled whole, the loops inside it unrolled too (yields left out); None if a trip
+    count is not a constant."""
+    trips = trip_count(loop)
+    if trips is None:
+        return None
+    body = 0
+    for op in loop.body.block.ops:
+        if isinstance(op, scf.ForOp):
+            inner = unrolled_ops(op)
+            if inner is None:
+                return None
+            body += inner
+        elif not isinstance(op, scf.YieldOp):
+            body += 1
+    return trips * body
+
+
+def is_short_fma_chain(loop: scf.ForOp) -> bool:
+    """Whether `loop` carries one running sum of FMAs (its own, or a loop's inside it: a contraction's k terms)
+    and unrolls whole into at most `FULL_UNROLL_OPS` ops."""
+    last = loop.body.block.last_op
+    if not loop.iter_args or last is None or len(last.operands) != 1:
+        return False
+    producer = last.operands[0].owner
+    if not (isinstance(producer, scf.ForOp) or getattr(producer, "name", "") == "math.fma"):
+        return False
+    size = unrolled_ops(loop)
+    return size is not None and size <= FULL_UNROLL_OPS
 
 
 class ScalarLoops(TranslatorBase):
@@ -78,6 +124,8 @@ class ScalarLoops(TranslatorBase):
         backedge = b.cbranch(b.icmp_signed("<", following, ub), body, exit_)
         if is_register_tile_loop(op):
             backedge.set_metadata("llvm.loop", self.loop_metadata(TILE_UNROLL))
+        elif is_short_fma_chain(op):
+            backedge.set_metadata("llvm.loop", self.loop_metadata(None))
         iv.add_incoming(following, latch)
         for phi, value in zip(carried, yielded):
             phi.add_incoming(value, latch)
@@ -114,13 +162,16 @@ class ScalarLoops(TranslatorBase):
             end = b.select(b.icmp_signed("<", end, ub), end, ub, name="end")
         return start, end
 
-    def loop_metadata(self, unroll: int) -> ir.MDValue:
+    def loop_metadata(self, unroll: int | None) -> ir.MDValue:
         """A loop ID asking for `unroll` copies of the body: `!{!self, !{"llvm.loop.unroll.count", i32 n}}`.
 
         LLVM recognises a loop ID only when its first operand is the node
         itself, which `Module.add_metadata` (uniquing its nodes) cannot
         build; the node is made and then pointed at itself."""
-        count = self.metadata(ir.MetaDataString(self.module, "llvm.loop.unroll.count"), I32(unroll))
+        if unroll is None:
+            count = self.metadata(ir.MetaDataString(self.module, "llvm.loop.unroll.full"))
+        else:
+            count = self.metadata(ir.MetaDataString(self.module, "llvm.loop.unroll.count"), I32(unroll))
         loop_id = ir.MDValue(self.module, [count], name=str(len(self.module.metadata)))
         loop_id.operands = (loop_id, count)
         return loop_id
