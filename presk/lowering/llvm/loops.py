@@ -163,7 +163,8 @@ class ScalarLoops(TranslatorBase):
         return start, end
 
     def loop_metadata(self, unroll: int | None) -> ir.MDValue:
-        """A loop ID asking for `unroll` copies of the body: `!{!self, !{"llvm.loop.unroll.count", i32 n}}`.
+        """A loop ID asking for `unroll` copies of the body, `!{!self, !{"llvm.loop.unroll.count", i32 n}}`,
+        or (None) for the whole loop unrolled, `!{!self, !{"llvm.loop.unroll.full"}}`.
 
         LLVM recognises a loop ID only when its first operand is the node
         itself, which `Module.add_metadata` (uniquing its nodes) cannot
