@@ -166,12 +166,21 @@ def host(body: str, results: str = T) -> ModuleOp:
     return parse_host_module(KERNELS, body, ARGS, results)
 
 
-def test_a_temporary_only_its_kernel_sees_moves_into_it(native: NativeRunner) -> None:
-    module = host(f"""
-    %t = psk_kernel.alloc : {T}
+def with_temporary(name: str, site: str, temporary: str = T) -> str:
+    """A host body's launch of kernel `name` on `%x`, a fresh temporary `%t` and a fresh output `%o`."""
+    return f"""
+    %t = psk_kernel.alloc : {temporary}
     %o = psk_kernel.alloc : {T}
-    psk_kernel.launch @twice(%x, %t, %o) {{site = "f/%1"}} : {T}, {T}, {T}
-    psk_kernel.return %o : {T}""")
+    psk_kernel.launch @{name}(%x, %t, %o) {{site = "{site}"}} : {T}, {temporary}, {T}"""
+
+
+TWICE = with_temporary("twice", "f/%1")
+RETURN_O = f"""
+    psk_kernel.return %o : {T}"""
+
+
+def test_a_temporary_only_its_kernel_sees_moves_into_it(native: NativeRunner) -> None:
+    module = host(TWICE + RETURN_O)
     after = promoted(module)
     (scratch,) = scratches(after)
     assert scratch.folded_rows == (1,) and scratch.stored_shape == (1, 3)
@@ -182,11 +191,7 @@ def test_a_temporary_only_its_kernel_sees_moves_into_it(native: NativeRunner) ->
 
 
 def test_an_argument_the_kernel_never_touches_leaves_it(native: NativeRunner) -> None:
-    module = host(f"""
-    %t = psk_kernel.alloc : {T}
-    %o = psk_kernel.alloc : {T}
-    psk_kernel.launch @unused(%x, %t, %o) {{site = "f/%4"}} : {T}, {T}, {T}
-    psk_kernel.return %o : {T}""")
+    module = host(with_temporary("unused", "f/%4") + RETURN_O)
     after = promoted(module)
     assert not scratches(after) and len(kernel(after, "unused").body.block.args) == 2
     same_results(module, after, native)
@@ -194,11 +199,7 @@ def test_an_argument_the_kernel_never_touches_leaves_it(native: NativeRunner) ->
 
 def test_a_buffer_written_and_never_read_goes_with_its_stores(native: NativeRunner) -> None:
     """Even where its stores are not sliced (the transpose): no iteration reads what another wrote."""
-    module = host(f"""
-    %t = psk_kernel.alloc : memref<3x4xf32>
-    %o = psk_kernel.alloc : {T}
-    psk_kernel.launch @store_only(%x, %t, %o) {{site = "f/%5"}} : {T}, memref<3x4xf32>, {T}
-    psk_kernel.return %o : {T}""")
+    module = host(with_temporary("store_only", "f/%5", "memref<3x4xf32>") + RETURN_O)
     after = promoted(module)
     stores = [op for op in kernel(after, "store_only").walk() if op.name == "memref.store"]
     assert not scratches(after) and len(stores) == 1 and allocations(after) == 1
@@ -206,28 +207,16 @@ def test_a_buffer_written_and_never_read_goes_with_its_stores(native: NativeRunn
 
 
 SEEN_OUTSIDE = {
-    "a result": f"""
-    %t = psk_kernel.alloc : {T}
-    %o = psk_kernel.alloc : {T}
-    psk_kernel.launch @twice(%x, %t, %o) {{site = "f/%1"}} : {T}, {T}, {T}
+    "a result": TWICE + f"""
     psk_kernel.return %o, %t : {T}, {T}""",
-    "another launch": f"""
-    %t = psk_kernel.alloc : {T}
-    %o = psk_kernel.alloc : {T}
-    psk_kernel.launch @twice(%x, %t, %o) {{site = "f/%1"}} : {T}, {T}, {T}
+    "another launch": TWICE + f"""
     %n = psk_kernel.alloc : {T}
     psk_kernel.launch @negate(%t, %n) {{site = "f/%3"}} : {T}, {T}
     psk_kernel.return %o, %n : {T}, {T}""",
-    "a view": f"""
-    %t = psk_kernel.alloc : {T}
-    %o = psk_kernel.alloc : {T}
-    psk_kernel.launch @twice(%x, %t, %o) {{site = "f/%1"}} : {T}, {T}, {T}
+    "a view": TWICE + f"""
     %v = psk_kernel.view %t : {T} to memref<12xf32>
     psk_kernel.return %o, %v : {T}, memref<12xf32>""",
-    "the kernel's other launch, where it is a result": f"""
-    %t = psk_kernel.alloc : {T}
-    %o = psk_kernel.alloc : {T}
-    psk_kernel.launch @twice(%x, %t, %o) {{site = "f/%1"}} : {T}, {T}, {T}
+    "the kernel's other launch, where it is a result": TWICE + f"""
     %t2 = psk_kernel.alloc : {T}
     %o2 = psk_kernel.alloc : {T}
     psk_kernel.launch @twice(%o, %t2, %o2) {{site = "f/%1"}} : {T}, {T}, {T}
@@ -249,20 +238,12 @@ def test_a_buffer_seen_outside_its_kernel_stays(where: str) -> None:
 
 def test_rows_another_iteration_wrote_keep_their_buffer() -> None:
     """Iteration i writes and reads row 3 - i: sliced by no loop, so a block of rows would not hold it."""
-    after = promoted(host(f"""
-    %t = psk_kernel.alloc : {T}
-    %o = psk_kernel.alloc : {T}
-    psk_kernel.launch @twice_reversed(%x, %t, %o) {{site = "f/%2"}} : {T}, {T}, {T}
-    psk_kernel.return %o : {T}"""))
+    after = promoted(host(with_temporary("twice_reversed", "f/%2") + RETURN_O))
     assert not scratches(after)
 
 
 def test_blocks_beyond_the_budget_keep_their_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
-    body = f"""
-    %t = psk_kernel.alloc : {T}
-    %o = psk_kernel.alloc : {T}
-    psk_kernel.launch @twice(%x, %t, %o) {{site = "f/%1"}} : {T}, {T}, {T}
-    psk_kernel.return %o : {T}"""
+    body = TWICE + RETURN_O
     monkeypatch.setattr(promote_to_scratch, "SCRATCH_BYTES", 11)  # a block of one row is 12 bytes
     assert not scratches(promoted(host(body)))
     monkeypatch.setattr(promote_to_scratch, "SCRATCH_BYTES", 12)
