@@ -225,6 +225,11 @@ class AllocOp(IRDLOperation):
         super().__init__(result_types=[t])
 
 
+def folded_shape(t: MemRefType, rows: Sequence[int]) -> tuple[int, ...]:
+    """The shape native code holds of a scratch of type `t` folded onto `rows` of its leading axes."""
+    return (*rows, *t.get_shape()[len(rows) :])
+
+
 @irdl_op_definition
 class ScratchOp(IRDLOperation):
     """A buffer private to one call of its kernel, folded onto one block of rows of its leading axes.
@@ -277,8 +282,7 @@ class ScratchOp(IRDLOperation):
     @property
     def stored_shape(self) -> tuple[int, ...]:
         """The shape native code allocates: one block of rows of the leading axes, the others whole."""
-        rows = self.folded_rows
-        return (*rows, *_buffer(self.result.type, "a scratch").get_shape()[len(rows) :])
+        return folded_shape(_buffer(self.result.type, "a scratch"), self.folded_rows)
 
     def verify_(self) -> None:
         t = _buffer(self.result.type, "a scratch")

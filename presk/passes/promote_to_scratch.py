@@ -76,7 +76,7 @@ def _only_use_is(value: SSAValue, launch: pk.LaunchOp) -> bool:
 
 
 def _block_bytes(t: MemRefType, rows: tuple[int, ...]) -> int:
-    return math.prod((*rows, *t.get_shape()[len(rows) :])) * element_size(t.element_type)
+    return math.prod(pk.folded_shape(t, rows)) * element_size(t.element_type)
 
 
 def promotable_buffers(kernel: pk.KernelOp, launches: list[pk.LaunchOp], sliced: SlicedKernel) -> Promotion:

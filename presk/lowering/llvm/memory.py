@@ -24,7 +24,7 @@ from llvmlite import ir
 from xdsl.dialects.builtin import MemRefType, NoneAttr
 from xdsl.ir import Operation, SSAValue
 
-from presk.dialects.psk_kernel import PREFETCH_AHEAD, ScratchOp
+from presk.dialects.psk_kernel import PREFETCH_AHEAD, ScratchOp, folded_shape
 from presk.lowering.llvm.alias_scopes import buffer_scopes
 from presk.lowering.llvm.base import TranslatorBase
 from presk.lowering.llvm.errors import fail
@@ -120,7 +120,7 @@ class MemoryAccess(TranslatorBase):
         values = [self.value(index) for index in indices]
         rows = self.folded_rows.get(buffer, ())
         if rows:
-            shape = [*rows, *shape[len(rows) :]]
+            shape = folded_shape(t, rows)
             values = [I64(0) if r == 1 else b.urem(v, I64(r)) for v, r in zip(values, rows)] + values[len(rows) :]
         flags = ["nuw", "nsw"] if inbounds else []
         linear = values[0]
