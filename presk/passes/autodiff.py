@@ -327,6 +327,7 @@ class Differentiator:
             if not arg.uses:
                 bblock.erase_arg(arg)
                 del residuals[v]
+        _recompute_arithmetic(bblock, residuals)
         saved = list(residuals)
         pack = TupleType([v.type for v in saved])
         tup = bblock.insert_arg(pack, 0)
@@ -501,6 +502,64 @@ def _hint(new: SSAValue, old: SSAValue) -> None:
 def _name_args(block: Block, src: Block) -> None:
     for new, old in zip(block.args, src.args):
         _hint(new, old)
+
+
+RECOMPUTED_ARITHMETIC = (core.AddOp, core.SubOp, core.MulOp, core.DivOp, core.NegOp)
+"""The ops whose residual `f.bwd` recomputes from the other residuals (`_recompute_arithmetic`)."""
+
+
+def _recompute_arithmetic(bblock: Block, residuals: dict[SSAValue, BlockArgument]) -> None:
+    """Residuals one arithmetic op computes from other residuals are recomputed by `f.bwd`, not saved.
+
+    LayerNorm's backward reads x − μ, σ and x̂ = (x − μ)/σ: saving x̂ costs
+    a whole `[batch, seq, embed]` buffer written by the forward pass and
+    read back by the backward one, where recomputing it costs one division
+    per element inside a kernel that reads x − μ anyway. The op is applied
+    to the same values, so the recomputed residual has the saved one's bits.
+    Only residuals whose operands stay saved (or are constants, recomputed
+    as `primal` recomputes them) qualify: a chain of recomputations would
+    read residuals that are no longer saved.
+    """
+    recomputed: list[SSAValue] = []
+    pinned: set[SSAValue] = set()  # operands of a recomputed residual: they stay saved
+    for v in [v for v in residuals if isinstance(v.owner, RECOMPUTED_ARITHMETIC)]:
+        op = v.owner
+        assert isinstance(op, Operation)
+        if v in pinned or not all(o in residuals and o not in recomputed or _recomputable_owner(o) for o in op.operands):
+            continue
+        recomputed.append(v)
+        pinned.update(op.operands)
+    for v in recomputed:
+        op = v.owner
+        assert isinstance(op, Operation)
+        arg = residuals.pop(v)
+        first_use = min((_in_block(use.operation, bblock) for use in arg.uses), key=bblock.get_operation_index)
+        operands: list[SSAValue] = []
+        for o in op.operands:
+            if o in residuals:
+                operands.append(residuals[o])
+            else:
+                constant = o.owner.clone()  # type: ignore[union-attr]
+                Rewriter.insert_op(constant, InsertPoint.before(first_use))
+                operands.append(constant.results[0])
+        clone = op.clone(value_mapper=dict(zip(op.operands, operands)))
+        Rewriter.insert_op(clone, InsertPoint.before(first_use))
+        _hint(clone.results[0], v)
+        arg.replace_all_uses_with(clone.results[0])
+        bblock.erase_arg(arg)
+
+
+def _recomputable_owner(v: SSAValue) -> bool:
+    return isinstance(v.owner, Operation) and _recomputable(v.owner)
+
+
+def _in_block(op: Operation, block: Block) -> Operation:
+    """The op of `block` that is `op` or holds it."""
+    while op.parent_block() is not block:
+        parent = op.parent_op()
+        assert parent is not None
+        op = parent
+    return op
 
 
 def _tidy(f: func.FuncOp) -> None:

@@ -34,12 +34,12 @@ func.func @grad(%blocks: !Blocks {psk_core.init = "ones"}, %x: !X {psk_core.init
 // CHECK-LABEL: func.func @loss.fwd
 // CHECK:         %[[P0:.*]] = psk_core.record w = %{{.*}}, s = %{{.*}} : !Block
 // CHECK:         %[[P1:.*]] = psk_core.record w = %{{.*}}, s = %{{.*}} : !Block
-// CHECK-NEXT:    %[[X1:.*]], %[[R0:.*]] = func.call @Block.apply.fwd(%[[P0]], %x) : (!Block, !X) -> (!X, !psk_core.tuple<!X, !X, !R, !X>)
+// CHECK-NEXT:    %[[X1:.*]], %[[R0:.*]] = func.call @Block.apply.fwd(%[[P0]], %x) : (!Block, !X) -> (!X, !psk_core.tuple<!X, !R, !X>)
 // CHECK-NEXT:    %[[X2:.*]], %[[R1:.*]] = func.call @Block.apply.fwd(%[[P1]], %[[X1]])
 // CHECK:         %res = psk_core.tuple %[[R1]], %[[R0]], %[[X2]], %blocks
 
 // CHECK-LABEL: func.func @loss.bwd
-// CHECK:         %[[L1:.*]], %[[CT1:.*]] = func.call @Block.apply.bwd(%0, %{{.*}}) : (!psk_core.tuple<!X, !X, !R, !X>, !X) -> (!Block, !X)
+// CHECK:         %[[L1:.*]], %[[CT1:.*]] = func.call @Block.apply.bwd(%0, %{{.*}}) : (!psk_core.tuple<!X, !R, !X>, !X) -> (!Block, !X)
 // CHECK:         %[[L0:.*]], %{{.*}} = func.call @Block.apply.bwd(%1, %[[CT1]])
 // CHECK:         psk_core.add %{{.*}}, %{{.*}} : !psk_core.record<w: !psk_core.tensor<[layer: 2, embed: 2]>, s: !psk_core.tensor<[layer: 2]>>
 
