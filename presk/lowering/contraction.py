@@ -147,6 +147,24 @@ class TiledLayout:
         """The block loops the k-block loop encloses ("" where the running sums stay in registers)."""
         return self.order[self.order.index("K") + 1 :] if self.kblock is not None else ""
 
+    def block_loop_parallel(self, letter: str, extent: int | None) -> bool:
+        """Whether the I or J block loop (`letter`, over an axis of `extent`) may run its iterations at once.
+
+        Its last tile, where the block does not divide the axis, is shifted
+        back over the tile before it (`_tile_indices`), so two iterations
+        share those elements. That is harmless while each tile writes its
+        finished sums once (both write the same bits), but where the running
+        sums wait in the output buffer between blocks of K and the k-block
+        loop runs inside this one, each iteration reads back the shared
+        elements' partial sums between its blocks: run at once, one reads
+        what the other has just written and adds a block of K twice. So the
+        loop is serial there, and a split cannot divide it (condition 8; the
+        executor splits only parallel loops).
+        """
+        block = self.m if letter == "I" else self.n
+        shifted = extent is None or extent % block != 0
+        return not (self.sums_in_output and letter not in self.enclosed and shifted)
+
 
 def tiled_layout(layout: Mapping[str, Any]) -> TiledLayout:
     """The tile, k-block and order of a resolved layout (their defaults where absent)."""
@@ -295,7 +313,8 @@ def _tiled(
         for letter in letters:
             if letter == "K":
                 outer_k = {name: stack.enter_context(kb.loop(size)).iv for name, size in zip(c.k_outer, k_outer)}
-            loop = stack.enter_context(kb.loop(counts[letter], parallel=letter != "K"))
+            extent = {"I": n_i, "J": n_j}.get(letter)
+            loop = stack.enter_context(kb.loop(counts[letter], parallel=letter != "K" and tl.block_loop_parallel(letter, extent)))
             if letter == "J" and lanes is not None:
                 loop.op.attributes[LANES] = lanes_attribute(lanes)
             ivs[letter] = loop.iv

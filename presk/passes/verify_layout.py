@@ -78,6 +78,7 @@ from presk.dialects.psk_realize_layout import default_layout
 from presk.dialects.psk_realize_layout import layout_violation as first_check_violation
 from presk.dialects.psk_realize_nests import Contraction, contraction
 from presk.ir.locations import error_at
+from presk.lowering.contraction import TiledLayout, tiled_layout
 from presk.lowering.row_blocks import jam_factor
 
 Json = Any
@@ -230,9 +231,10 @@ def contraction_loops(site: NestOp, shape: Contraction, layout: Mapping[str, Jso
         ]
     m, n = layout["tile"]
     kblock = layout["kblock"]
+    tiled = tiled_layout(layout)
     blocks = {
-        "I": Loop(f"the I block loop ({shape.i} in blocks of {m})", _quotient(i_size, m), True),
-        "J": Loop(f"the J block loop ({shape.j} in blocks of {n})", _quotient(j_size, n), True),
+        "I": Loop(_block_loop_what("I", shape.i, m, i_size, tiled), _quotient(i_size, m), tiled.block_loop_parallel("I", i_size)),
+        "J": Loop(_block_loop_what("J", shape.j, n, j_size, tiled), _quotient(j_size, n), tiled.block_loop_parallel("J", j_size)),
         "K": Loop(
             f"the k-block loop ({shape.k} in blocks of {kblock}), which sums",
             _quotient(k_size, kblock if isinstance(kblock, int) else 1),
@@ -249,6 +251,14 @@ def contraction_loops(site: NestOp, shape: Contraction, layout: Mapping[str, Jso
             loops.append(blocks["K"])
     inner = kblock if isinstance(kblock, int) else k_size
     return [*loops, Loop(f"the loop over K ({shape.k}), which sums", inner, False)]
+
+
+def _block_loop_what(letter: str, axis: str, block: int, extent: int | None, tiled: TiledLayout) -> str:
+    what = f"the {letter} block loop ({axis} in blocks of {block})"
+    if tiled.block_loop_parallel(letter, extent):
+        return what
+    return (f"{what}, whose last tile, shifted back over the one before it, reads back their shared sums "
+            "between blocks of K")  # fmt: skip
 
 
 def _operand_size(site: NestOp, name: str) -> Size:

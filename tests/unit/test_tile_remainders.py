@@ -10,10 +10,11 @@ f32 and bf16, with lanes (the target's register widths, never a fixed one),
 the blocked pack of operand 1 (whose last block holds the shifted columns),
 a split (workers writing a shared element store the same bits), the
 epilogue, and the running sums kept in the output between k-blocks (where
-only the block loops outside the k-block loop may shift their last tile;
-an I block loop inside it clamps its last tile's rows past the end to the
-last row, which each of them computes from the same sum and stores with
-the same bits).
+only the block loops outside the k-block loop may shift their last tile,
+and such a loop is serial: its shifted tile reads back the shared sums
+between blocks of K; an I block loop inside it clamps its last tile's rows
+past the end to the last row, which each of them computes from the same
+sum and stores with the same bits).
 
 The shapes: J = 92 (the corpus GPT's vocabulary), I = 6 (a tile of four
 rows, shifted by two), I = 20 (a tile of six rows, AVX2's, shifted or
@@ -168,6 +169,34 @@ def test_what_cannot_be_lowered_exactly_is_refused(layout: dict[str, Any], messa
     with pytest.raises(PreskError, match="condition 3") as refused:
         lowered(SIX, "f64", "prod", {"form": "tiled", **layout}, target_machine())
     assert message in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "nest, layout, letter",
+    [
+        (SIX, {"tile": [2, 16], "kblock": 32, "order": "JKI"}, "J"),
+        (SIX_WIDE, {"tile": [4, 32], "kblock": 32, "order": "IKJ"}, "I"),
+    ],
+    ids=["J-shifted-by-4", "I-shifted-by-2"],
+)
+def test_a_shifted_block_loop_around_the_k_blocks_is_serial(nest: Nest, layout: dict[str, Any], letter: str) -> None:
+    """Its last tile reads back the sums the tile before it shares, between blocks of K: never run at once.
+
+    Split between two workers, the shifted tile read the other's partial
+    sums and added a block of K twice (found by `presk autotune` on the
+    course GPT's `[embed, vocab]` weight gradient, J = 92, order JKI). So
+    the loop carries no `psk_kernel.parallel` (the executor splits only a
+    parallel loop) and a split of it is refused by condition 8.
+    """
+    machine = target_machine()
+    module = lowered(nest, "f32", "prod", {"form": "tiled", **layout}, machine)
+    (kernel,) = [op for op in module.walk() if isinstance(op, K.KernelOp)]
+    (top,) = [op for op in kernel.body.block.ops if op.name == "scf.for"]
+    assert K.PARALLEL not in top.attributes, f"the {letter} block loop is the outermost and serial"
+    split = {"depth": 0, "workers": machine.workers()}
+    with pytest.raises(PreskError, match="condition 8") as refused:
+        lowered(nest, "f32", "prod", {"form": "tiled", **layout, "split": split}, machine)
+    assert f"the {letter} block loop" in str(refused.value) and "shifted back over the one before it" in str(refused.value)
 
 
 # --------------------------------------------------------------------------

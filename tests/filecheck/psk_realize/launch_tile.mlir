@@ -7,7 +7,8 @@
 // a tile divides the axis of every block loop the k-block loop encloses
 // (there the running sums wait in the output, and a shifted tile would add
 // a block twice), and a row-wise contraction has no tile, k-block, order or
-// pack (their neutral values, [1, 1], "none", "IJ" and false, may be stated).
+// pack (their neutral values, [1, 1], "none", "IJ" and false, may be stated). A block loop whose
+// shifted last tile waits on the k-block loop inside it is serial (condition 8 refuses its split).
 // First the accepted forms, then one chunk per refusal.
 
 // accepted: the defaults of a dot whose J is a multiple of eight (tile [1, 8])
@@ -164,6 +165,23 @@ func.func @f(%a: !A, %w: !W) -> !O {
 func.func @f(%a: !A, %w: !W) -> !O {
   // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's n_j = 8 does not divide J (j) = 12, and with the order "IKJ" the k-block loop encloses the J block loop: the running sums wait in the output buffer from one block of K to the next, where a last tile shifted back over the one before it would add their shared elements' block twice}}
   %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [1, 8], kblock = 32, order = "IKJ"> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// condition 8, at the launch shapes too: J = 12 in tiles of 8 around the k-block loop (order "JKI") is
+// accepted above, but its J block loop is serial: the shifted last tile reads back the sums it shares
+// with the tile before it between blocks of K, so two workers may not run them at once
+!A = !psk_core.tensor<[i: 4, k: 64]>
+!W = !psk_core.tensor<[k: 64, j: 12]>
+!O = !psk_core.tensor<[i: 4, j: 12]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "split": condition 8: the split's loop at depth 0 is the J block loop (j in blocks of 8), whose last tile, shifted back over the one before it, reads back their shared sums between blocks of K, so it is not parallel}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [1, 8], kblock = 32, order = "JKI", split = {depth = 0, workers = 2}> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
   }
