@@ -361,7 +361,12 @@ class Oracle:
                 found.add(4)
             if kblock != "none" and order[-1] != "K" and self.storage != arith:
                 found.add(7)
-            blocks = {"I": (-(-n.i // m), True), "J": (-(-n.j // cols), True),
+            # A block loop outside the k-block loop whose tile does not divide its axis shifts its last tile
+            # back over the one before it; with the running sums waiting in the output, the two read back
+            # their shared sums between blocks of K, so they may not run at once: that loop is serial.
+            waits = kblock != "none" and order[-1] != "K"
+            serial = {c: waits and c not in inside and extent % block != 0 for c, extent, block in (("I", n.i, m), ("J", n.j, cols))}
+            blocks = {"I": (-(-n.i // m), not serial["I"]), "J": (-(-n.j // cols), not serial["J"]),
                       "K": (-(-n.k // kblock) if kblock != "none" else 1, False)}  # fmt: skip
             # A TN nest's other summed axes loop just outside K's loops (the k-block loop, else the k loop).
             block_loops = [loop for c in order for loop in ([*summed_outer, blocks[c]] if c == "K" else [blocks[c]])]
