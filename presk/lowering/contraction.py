@@ -162,7 +162,7 @@ class TiledLayout:
         executor splits only parallel loops).
         """
         block = self.m if letter == "I" else self.n
-        shifted = extent is None or extent % block != 0
+        shifted = extent is not None and extent % block != 0  # unbound: the launch shapes' check decides
         return not (self.sums_in_output and letter not in self.enclosed and shifted)
 
 
@@ -313,8 +313,8 @@ def _tiled(
         for letter in letters:
             if letter == "K":
                 outer_k = {name: stack.enter_context(kb.loop(size)).iv for name, size in zip(c.k_outer, k_outer)}
-            extent = {"I": n_i, "J": n_j}.get(letter)
-            loop = stack.enter_context(kb.loop(counts[letter], parallel=letter != "K" and tl.block_loop_parallel(letter, extent)))
+            parallel = letter != "K" and tl.block_loop_parallel(letter, {"I": n_i, "J": n_j}[letter])
+            loop = stack.enter_context(kb.loop(counts[letter], parallel=parallel))
             if letter == "J" and lanes is not None:
                 loop.op.attributes[LANES] = lanes_attribute(lanes)
             ivs[letter] = loop.iv

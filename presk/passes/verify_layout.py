@@ -233,8 +233,8 @@ def contraction_loops(site: NestOp, shape: Contraction, layout: Mapping[str, Jso
     kblock = layout["kblock"]
     tiled = tiled_layout(layout)
     blocks = {
-        "I": Loop(_block_loop_what("I", shape.i, m, i_size, tiled), _quotient(i_size, m), tiled.block_loop_parallel("I", i_size)),
-        "J": Loop(_block_loop_what("J", shape.j, n, j_size, tiled), _quotient(j_size, n), tiled.block_loop_parallel("J", j_size)),
+        "I": _block_loop("I", shape.i, m, i_size, tiled),
+        "J": _block_loop("J", shape.j, n, j_size, tiled),
         "K": Loop(
             f"the k-block loop ({shape.k} in blocks of {kblock}), which sums",
             _quotient(k_size, kblock if isinstance(kblock, int) else 1),
@@ -253,12 +253,13 @@ def contraction_loops(site: NestOp, shape: Contraction, layout: Mapping[str, Jso
     return [*loops, Loop(f"the loop over K ({shape.k}), which sums", inner, False)]
 
 
-def _block_loop_what(letter: str, axis: str, block: int, extent: int | None, tiled: TiledLayout) -> str:
+def _block_loop(letter: str, axis: str, block: int, extent: int | None, tiled: TiledLayout) -> Loop:
+    """The I or J block loop; serial where its shifted last tile waits on the k-block loop inside it."""
     what = f"the {letter} block loop ({axis} in blocks of {block})"
     if tiled.block_loop_parallel(letter, extent):
-        return what
-    return (f"{what}, whose last tile, shifted back over the one before it, reads back their shared sums "
-            "between blocks of K")  # fmt: skip
+        return Loop(what, _quotient(extent, block), True)
+    why = "whose last tile, shifted back over the one before it, reads back their shared sums between blocks of K"
+    return Loop(f"{what}, {why}", _quotient(extent, block), False)
 
 
 def _operand_size(site: NestOp, name: str) -> Size:
