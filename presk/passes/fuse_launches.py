@@ -20,9 +20,9 @@ are explicit:
   a buffer L1 writes is a read of the very buffer L1 stores, at the
   iteration's own index (`%b[%i, %j]` where the store is), and L1 can move
   down to L2 (no launch in between reads what L1 writes or writes what L1
-  reads or writes; views are followed to the buffer they show) or L2 up to
-  L1 (the same of L2); the merged launch stands at L2's place, or at L1's
-  when only L2 can move.
+  reads or writes; views are followed to the buffer they show) or, where L2
+  reads what L1 writes, L2 up to L1 (the same of L2); the merged launch
+  stands at L2's place, or at L1's when only L2 can move.
 - The merged kernel runs, per iteration, L1's body then L2's. Every store
   stays (the buffers L1 writes are still written: results, or read by a
   later launch); each load of L2 from a buffer L1 has just written at the

@@ -31,9 +31,9 @@ and inside it, iteration `t` of a block of rows only that block.
   reads or writes, every buffer L1 writes and L2 reads is passed to both
   as itself (not a view) and sliced by `d` loops in both kernels, and L1
   can move down to L2 (no launch in between reads what L1 writes or writes
-  what L1 reads or writes; views are followed to the buffer they show) or
-  L2 up to L1 (the same of L2); the merged launch stands at L2's place, or
-  at L1's when only L2 can move.
+  what L1 reads or writes; views are followed to the buffer they show) or,
+  where L2 reads what L1 writes, L2 up to L1 (the same of L2); the merged
+  launch stands at L2's place, or at L1's when only L2 can move.
   Iteration `t` of L2 then reads only rows iteration `t` of L1 wrote, which
   no other iteration of L1 writes. The deepest such `d` is taken, but never
   the level where both kernels' innermost bodies would meet (that is

@@ -256,8 +256,14 @@ def moves_past(launch: Launched[Any], between: Sequence[Launched[Any]]) -> bool:
 def may_merge(first: Launched[Any], second: Launched[Any], between: Sequence[Launched[Any]]) -> bool:
     """Whether L1 and L2 may run as one launch: they are related (L2 reads what L1 writes, or both read a buffer
     of more than one element; else nothing is saved), L2 writes nothing L1 reads or writes, and L1 may run in
-    L2's place, just before it, or L2 in L1's place, just after it (`moves_past` the launches between)."""
+    L2's place, just before it, or L2 in L1's place, just after it (`moves_past` the launches between).
+
+    L2 moves up only to read what L1 writes. Two launches that merely read one buffer would gain one read of it,
+    and L2's results would be made that much earlier and held until their readers: a recomputed LayerNorm x̂ of
+    the backward pass (`psk-autodiff`) moved up into the forward pass's kernel is a whole buffer kept across
+    the step, which is what recomputing it was for not to keep."""
+    flows = bool(second.reads & first.writes)
     shared = {r for r in second.reads & first.reads if elements(r) > 1}
-    if not (second.reads & first.writes or shared) or second.writes & (first.reads | first.writes):
+    if not (flows or shared) or second.writes & (first.reads | first.writes):
         return False
-    return moves_past(first, between) or moves_past(second, between)
+    return moves_past(first, between) or (flows and moves_past(second, between))

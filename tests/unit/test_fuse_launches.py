@@ -315,6 +315,25 @@ def test_the_second_moves_up_where_the_first_cannot_move_down(native: NativeRunn
     same_results(module, after, native)
 
 
+def test_a_launch_that_only_shares_an_input_does_not_move_up() -> None:
+    """double and square both read %a, and square reads nothing double writes: merged at double's place
+    (reverse reads what double writes, so double cannot move down), square's result would be made before
+    reverse and held until read, one read of %a saved for a buffer kept longer. So they stay apart."""
+    module = host_module(
+        """
+    %b = psk_kernel.alloc : memref<8xf32>
+    psk_kernel.launch @double(%a, %b) {site = "f/%1"} : memref<8xf32>, memref<8xf32>
+    %e = psk_kernel.alloc : memref<8xf32>
+    psk_kernel.launch @reverse(%b, %e) {site = "f/%3"} : memref<8xf32>, memref<8xf32>
+    %c = psk_kernel.alloc : memref<8xf32>
+    psk_kernel.launch @square(%a, %c) {site = "f/%2"} : memref<8xf32>, memref<8xf32>
+    psk_kernel.return %c, %e : memref<8xf32>, memref<8xf32>""",
+        results="memref<8xf32>, memref<8xf32>",
+    )
+    after = fused(module)
+    assert [l.kernel.string_value() for l in launches(after)] == ["double", "reverse", "square"]
+
+
 def test_other_iteration_spaces_do_not_merge() -> None:
     module = host_module(
         """
