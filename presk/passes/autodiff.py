@@ -533,7 +533,8 @@ def _recompute_arithmetic(bblock: Block, residuals: dict[SSAValue, BlockArgument
         op = v.owner
         assert isinstance(op, Operation)
         arg = residuals.pop(v)
-        first_use = min((_in_block(use.operation, bblock) for use in arg.uses), key=bblock.get_operation_index)
+        readers = [bblock.find_ancestor_op_in_block(use.operation) for use in arg.uses]
+        first_use = min((r for r in readers if r is not None), key=bblock.get_operation_index)
         operands: list[SSAValue] = []
         for o in op.operands:
             if o in residuals:
@@ -551,15 +552,6 @@ def _recompute_arithmetic(bblock: Block, residuals: dict[SSAValue, BlockArgument
 
 def _recomputable_owner(v: SSAValue) -> bool:
     return isinstance(v.owner, Operation) and _recomputable(v.owner)
-
-
-def _in_block(op: Operation, block: Block) -> Operation:
-    """The op of `block` that is `op` or holds it."""
-    while op.parent_block() is not block:
-        parent = op.parent_op()
-        assert parent is not None
-        op = parent
-    return op
 
 
 def _tidy(f: func.FuncOp) -> None:
