@@ -12,8 +12,10 @@ chunks are handed out as workers become free (the calling thread takes the
 first at once, a pool thread the next when it wakes up, and so on): on a
 shared machine a worker that starts late, or runs on a core another process
 holds, then takes fewer chunks instead of making the whole launch wait for
-its one large chunk. Which thread runs which iterations never changes what
-they compute (the iterations of a split loop are independent).
+its one large chunk. The chunks are of one size (`even_chunks`): where the
+range does not divide into that many, fewer, down to one per worker. Which
+thread runs which iterations never changes what they compute (the
+iterations of a split loop are independent).
 """
 
 from __future__ import annotations
@@ -34,6 +36,23 @@ def split_range(n: int, workers: int) -> list[tuple[int, int]]:
     """
     parts = max(1, min(workers, n))
     return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
+
+
+def even_chunks(n: int, workers: int, chunks_per_worker: int) -> list[tuple[int, int]]:
+    """`[0, n)` as the most chunks of one size, at most `chunks_per_worker` per worker and a multiple of
+    `workers`, else as `split_range(n, workers)`.
+
+    Chunks handed out as threads become free balance a launch only if they
+    are alike: the course GPT's attention weight gradients split 12 column
+    blocks, which 8 chunks cut into 1s and 2s, and the thread left with a
+    last chunk of 2 kept the other waiting. With chunks of one size its
+    `loss_grad` ran 2 to 4 % faster (`docs/performance.md`, "Chunks of one
+    size").
+    """
+    for count in range(workers * chunks_per_worker, workers, -workers):
+        if n % count == 0:
+            return split_range(n, count)
+    return split_range(n, workers)
 
 
 def _drain(kernel: Kernel, args_ptr: int, queue: Iterator[tuple[int, int]]) -> None:
@@ -73,7 +92,7 @@ class WorkerPool:
             if n > 0:
                 kernel(args_ptr, 0, n)
             return
-        chunks = split_range(n, self.workers * self.chunks_per_worker)
+        chunks = even_chunks(n, self.workers, self.chunks_per_worker)
         submit = self._pool().submit
         futures: list[Future[None]]
         error: BaseException | None = None

@@ -10,7 +10,7 @@ import pytest
 from jit_kernels import pointer_table, scale_ir
 
 from presk.jit.engine import JitEngine
-from presk.jit.pool import WorkerPool, split_range
+from presk.jit.pool import WorkerPool, even_chunks, split_range
 
 
 class Recorder:
@@ -31,8 +31,28 @@ def test_every_iteration_runs_once(workers: int, per: int, n: int) -> None:
     kernel = Recorder()
     with WorkerPool(workers, per) as pool:
         pool.run(kernel, 0, n)
-    assert sorted((lo, hi) for lo, hi, _ in kernel.calls) == split_range(n, workers * per if workers > 1 else 1)
+    assert sorted((lo, hi) for lo, hi, _ in kernel.calls) == (even_chunks(n, workers, per) if workers > 1 else [(0, n)])
     assert sorted(i for lo, hi, _ in kernel.calls for i in range(lo, hi)) == list(range(n))
+
+
+@pytest.mark.parametrize("workers", [2, 3, 4])
+@pytest.mark.parametrize("per", [1, 2, 4])
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 10, 12, 48, 1001, 2048])
+def test_even_chunks_are_of_one_size(n: int, workers: int, per: int) -> None:
+    chunks = even_chunks(n, workers, per)
+    assert [i for lo, hi in chunks for i in range(lo, hi)] == list(range(n))
+    sizes = {hi - lo for lo, hi in chunks}
+    if len(chunks) > workers:
+        # more chunks than workers only where they are alike, a whole number per worker, at most `per` each
+        assert len(sizes) == 1 and len(chunks) % workers == 0 and len(chunks) <= workers * per
+    else:
+        assert chunks == split_range(n, workers)
+
+
+def test_twelve_column_blocks_on_two_workers_are_six_chunks_of_two() -> None:
+    """The attention weight gradients' 12 J blocks: 8 chunks would be 1s and 2s."""
+    assert even_chunks(12, 2, 4) == [(2 * i, 2 * i + 2) for i in range(6)]
+    assert even_chunks(2048, 2, 4) == split_range(2048, 8)
 
 
 def test_a_failed_chunk_is_raised_after_the_others_ran() -> None:
