@@ -328,6 +328,7 @@ class Differentiator:
                 bblock.erase_arg(arg)
                 del residuals[v]
         _recompute_arithmetic(bblock, residuals)
+        _derivatives_in_forward(fblock, bblock, residuals)
         saved = list(residuals)
         pack = TupleType([v.type for v in saved])
         tup = bblock.insert_arg(pack, 0)
@@ -548,6 +549,75 @@ def _recompute_arithmetic(bblock: Block, residuals: dict[SSAValue, BlockArgument
         _hint(clone.results[0], v)
         arg.replace_all_uses_with(clone.results[0])
         bblock.erase_arg(arg)
+
+
+TRANSCENDENTAL = (core.ExpOp, core.LogOp, core.TanhOp, core.ErfOp, core.GeluOp)
+"""The elementwise ops whose cost `_derivatives_in_forward` moves into the forward pass."""
+
+
+def _derivatives_in_forward(fblock: Block, bblock: Block, residuals: dict[SSAValue, BlockArgument]) -> None:
+    """A residual `f.bwd` reads only through elementwise ops into one value of its type: `f.fwd` saves that value.
+
+    GELU's backward reads its input x only to compute gelu'(x) = Φ(x) + x·φ(x),
+    an erf and an exp per element, in a kernel that then multiplies by the
+    cotangent. Computed in `f.fwd` instead, where x is at hand and the
+    forward's own gelu(x) has the same erf, the saved buffer is gelu'(x) in
+    place of x (the same size), and the backward's kernel is one product.
+    The same ops run on the same values, so every bit stays. Only chains
+    with a transcendental move (cheap arithmetic is better recomputed,
+    `_recompute_arithmetic`), and only where nothing else in `f.bwd` reads
+    the residual.
+    """
+    for v, arg in list(residuals.items()):
+        chain = _elementwise_chain(bblock, arg)
+        if chain is None:
+            continue
+        ops, out = chain
+        mapping: dict[SSAValue, SSAValue] = {arg: v}
+        for op in ops:
+            for o in op.operands:
+                if o not in mapping and isinstance(o.owner, Operation) and o.owner not in ops:
+                    constant = o.owner.clone()  # a constant of f.bwd (`primal` recomputes them there)
+                    Rewriter.insert_op(constant, InsertPoint.at_end(fblock))
+                    mapping[o] = constant.results[0]
+            clone = op.clone(value_mapper=mapping)
+            Rewriter.insert_op(clone, InsertPoint.at_end(fblock))
+            _hint(clone.results[0], op.results[0])
+        moved = mapping[out]
+        new_arg = bblock.insert_arg(out.type, len(bblock.args))
+        _hint(new_arg, out)
+        out.replace_all_uses_with(new_arg)
+        for op in reversed(ops):
+            Rewriter.erase_op(op)
+        for o in mapping:
+            if isinstance(o.owner, Operation) and not o.uses:
+                Rewriter.erase_op(o.owner)  # a constant only the chain read
+        bblock.erase_arg(arg)
+        # The new residual takes the old one's place in the tuple.
+        order = list(residuals.items())
+        residuals.clear()
+        residuals.update((moved, new_arg) if key is v else (key, a) for key, a in order)
+
+
+def _elementwise_chain(bblock: Block, arg: BlockArgument) -> tuple[list[Operation], SSAValue] | None:
+    """The elementwise ops of `f.bwd` computed from `arg` and constants alone, and the one value of arg's
+    type that leaves them, or None: arg has another reader, several values leave, or nothing costly is in it."""
+    inside: set[SSAValue] = {arg}
+    ops: list[Operation] = []
+    for op in bblock.ops:
+        if not isinstance(op, core.ELEMENTWISE_OPS) or not any(o in inside for o in op.operands):
+            continue
+        if not all(o in inside or _recomputable_owner(o) for o in op.operands):
+            continue
+        ops.append(op)
+        inside.update(op.results)
+    if not ops or any(use.operation not in ops for use in arg.uses):
+        return None
+    leaving = {r for op in ops for r in op.results if any(use.operation not in ops for use in r.uses)}
+    if len(leaving) != 1 or not any(isinstance(op, TRANSCENDENTAL) for op in ops):
+        return None
+    (out,) = leaving
+    return (ops, out) if out.type == arg.type else None
 
 
 def _recomputable_owner(v: SSAValue) -> bool:
