@@ -320,11 +320,27 @@ class _Walk:
         held = max(1, self.vector_bits // (8 * _element_bytes(t.element_type)))  # type: ignore[attr-defined]
         return min(lanes, held), -(-lanes // held)
 
+    def _register_group(self, t: Attribute) -> int:
+        """The lanes of the register group a written vector runs in: its own where they fill a register the
+        profiles calibrate (256 or 512 bits), else the narrowest such register that holds them.
+
+        A blocked pack copies rows of a tile's m_i or n_j elements as one vector each (`emit_blocked_pack`):
+        4 f32 lanes run in an xmm, 6 f64 lanes in a masked zmm, priced as the group of that register's width
+        as SLP's narrow vectors are (`_fma_chains`)."""
+        lanes, _ = self._registers(t)
+        if lanes == 1 or not self.vector_bits:
+            return lanes
+        size = _element_bytes(t.element_type)  # type: ignore[attr-defined]
+        width = min(self.vector_bits, 256) // (8 * size)
+        while width < lanes and width * 8 * size < self.vector_bits:
+            width *= 2
+        return width
+
     def _block(self, block: Block, loop: _Loop) -> None:
         for op in block.ops:
             for result in op.results:
                 if isinstance(result.type, VectorType):
-                    self.lanes = max(self.lanes, self._registers(result.type)[0])
+                    self.lanes = max(self.lanes, self._register_group(result.type))
             if isinstance(op, scf.ForOp):
                 self._for(op, loop)
                 continue

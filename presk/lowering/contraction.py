@@ -546,16 +546,18 @@ def emit_blocked_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue, summ
         jb = all_ivs[len(outer) + summed]
         if rows > 1:
             ks = [*ks[:-1], kb.offset(ks[-1], rows, all_ivs[-1 if as_vector else -2])]
-        s: int | SSAValue = 0 if as_vector else all_ivs[-1]
-        if j_size % n == 0:
-            column = kb.offset(jb, n, s)
-        else:
-            column = kb.offset(_shifted_start(kb, jb, n, j_size), 1, s)
+
+        def column(s: int | SSAValue) -> SSAValue:
+            if j_size % n == 0:
+                return kb.offset(jb, n, s)
+            return kb.offset(_shifted_start(kb, jb, n, j_size), 1, s)
+
         if as_vector:
-            kb.vector_store(kb.vector_load(source, [*ivs, *ks, column], n), panel, [*ivs, jb, *ks, kb.index(0)])
+            row = kb.vector_load(source, [*ivs, *ks, column(0)], n)
+            kb.vector_store(row, panel, [*ivs, jb, *ks, kb.index(0)])
         else:
-            assert not isinstance(s, int)
-            kb.store(kb.load(source, [*ivs, *ks, column]), panel, [*ivs, jb, *ks, s])
+            s = all_ivs[-1]
+            kb.store(kb.load(source, [*ivs, *ks, column(s)]), panel, [*ivs, jb, *ks, s])
 
 
 def emit_transposed_blocked_pack(kb: KernelBuilder, source: SSAValue, panel: SSAValue) -> None:

@@ -237,6 +237,19 @@ def test_a_vector_wider_than_the_register_runs_as_several() -> None:
     assert narrow.work == wide.work == 4 * 24
 
 
+@pytest.mark.parametrize(("element", "lanes", "bits", "group"), [
+    ("f32", 4, 512, 8), ("f32", 6, 512, 8), ("f32", 8, 512, 8), ("f32", 4, 256, 8),
+    ("f64", 2, 512, 4), ("f64", 6, 512, 8), ("f64", 6, 256, 4), ("f64", 4, 256, 4),
+])  # fmt: skip
+def test_a_narrow_written_vector_runs_in_the_narrowest_register_group(element: str, lanes: int, bits: int, group: int) -> None:
+    # A blocked pack's rows of a tile's m_i elements, one vector each: priced in the group of the narrowest
+    # calibrated register (256 bits) that holds them, never in a group of their own odd width.
+    copy = PACK_ROWS.replace("$T", element).replace("$L", str(lanes)).replace("$N", str(3 * lanes))
+    terms = kernel_terms(kernel(copy), with_vectors(desc(), bits))
+    assert terms.lanes == group
+    assert terms.work == 0  # a copy: no arithmetic
+
+
 def test_fma_chains_round_trip_and_refusal() -> None:
     d = with_chains(desc(), 512)
     assert MachineDesc.from_json(d.to_json()) == d and d.to_json()["fma_chains"] == 8
@@ -757,3 +770,21 @@ def test_machine_description_keeps_the_ways() -> None:
            "workers": 2}  # fmt: skip
     assert MachineDesc.from_json(old).caches == (CacheLevel(1, 512, 64, 1, 0),)
     assert "ways" not in MachineDesc.from_json(old).to_json()["caches"][0]
+
+
+PACK_ROWS = """
+psk_kernel.kernel @pack(%a: memref<4x$Nx$T>, %o: memref<3x4x$Lx$T>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %c4 = arith.constant 4 : index
+  %cl = arith.constant $L : index
+  scf.for %k = %c0 to %c4 step %c1 {
+    scf.for %b = %c0 to %c3 step %c1 {
+      %j = arith.muli %b, %cl : index
+      %row = vector.load %a[%k, %j] : memref<4x$Nx$T>, vector<$Lx$T>
+      vector.store %row, %o[%b, %k, %c0] : memref<3x4x$Lx$T>, vector<$Lx$T>
+    } {psk_kernel.parallel}
+  } {psk_kernel.parallel}
+}
+"""

@@ -131,7 +131,8 @@ GRADIENTS = {
 @pytest.mark.parametrize("name", sorted(GRADIENTS))
 def test_gradients_after_autodiff_keep_their_values(name: str) -> None:
     """The corpus losses' gradients (psk-autodiff's .fwd/.bwd functions): same values, no function
-    costs more, and the MLP's backward pass costs less (GELU's derivative: -0.5·(h·h) as a power)."""
+    costs more, and the MLP's gradient costs less (GELU's derivative, which MLP.apply.fwd computes:
+    -0.5·(h·h) as a power)."""
     from presk.passes.autodiff import AutoDiff
 
     path, entry, params, a_t, b_t, dims, consts = GRADIENTS[name]
