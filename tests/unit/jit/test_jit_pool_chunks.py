@@ -47,6 +47,8 @@ def test_even_chunks_are_of_one_size(n: int, workers: int, per: int) -> None:
         assert len(sizes) == 1 and len(chunks) % workers == 0 and len(chunks) <= workers * per
     else:
         assert chunks == split_range(n, workers)
+    # and the most such chunks: no larger whole number per worker divides n
+    assert not [c for c in range(2 * workers, workers * per + 1, workers) if c > len(chunks) and n % c == 0]
 
 
 def test_twelve_column_blocks_on_two_workers_are_six_chunks_of_two() -> None:
