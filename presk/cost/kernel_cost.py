@@ -23,9 +23,13 @@ its 6.3 million elements on one thread.
 
 `default_split` is the executor's default: a kernel with a split loop (an
 outermost parallel loop, `presk.lowering.kernel_to_llvm.split_loop`) and
-more than four million weighted operations runs on every worker
-(`Machine.workers()`); anything smaller runs on the calling thread, where a
-thread handoff (tens of microseconds) would cost more than it saves. A
+more than one million weighted operations runs on every worker
+(`Machine.workers()`); anything smaller runs on the calling thread, where
+handing chunks to the other workers (2–3 µs with `presk.jit.pool`'s native
+dispatcher, plus their caches warming to the kernel's data) would cost more
+than it saves. One million, not four: on the Xeon host the course GPT's
+`loss_grad` ran 1.5–2.5 % faster with it, measured side by side (see
+`docs/performance.md`, "Split launches handed out in native code"). A
 `psk_kernel.workers = p` attribute on the split loop (set by a layout's
 split) overrides the default.
 """
@@ -49,7 +53,7 @@ __all__ = [
     "weighted_operations",
 ]
 
-SPLIT_THRESHOLD = 4_000_000
+SPLIT_THRESHOLD = 1_000_000
 """Weighted operations above which a kernel is split over every worker by default."""
 
 OPERATION_WEIGHTS: dict[str, int] = {

@@ -11,7 +11,7 @@ what a nest not mentioned in a plan runs with.
 Two defaults are the executor's and stay symbolic here: `lanes = "widest"`
 (the register's width on the native backend where it divides the tile's
 columns, one on the kernel interpreter) and `split = "executor"` (every
-worker on the outermost loop above four million weighted operations). They
+worker on the outermost loop above one million weighted operations). They
 depend on the machine and the backend, and a printed program must not.
 """
 

@@ -114,6 +114,7 @@ INTRINSIC_FAMILIES: tuple[str, ...] = (
     "llvm.vector.reduce.", "llvm.masked.", "llvm.x86.",
     "llvm.memcpy.", "llvm.memmove.", "llvm.memset.",
     "llvm.lifetime.", "llvm.assume", "llvm.expect.", "llvm.prefetch.",
+    "llvm.readcyclecounter",
 )
 """Intrinsic families a kernel may declare. LLVM accepts any `llvm.*` name and
 emits a call to an unknown one as a plain (unresolvable) symbol, so names are
@@ -182,26 +183,31 @@ class CompiledModule:
         return tuple(self._functions)
 
     def kernel(self, name: str) -> CompiledKernel:
-        """The kernel `name`, refusing a missing function or one not of the kernel ABI.
+        """The kernel `name`, refusing a missing function or one not of the kernel ABI."""
+        kernel = self._kernels.get(name)
+        if kernel is None:
+            kernel = self._kernels[name] = CompiledKernel(name, self.address(name, KERNEL_TYPE), self)
+        return kernel
+
+    def address(self, name: str, fn_type: str) -> int:
+        """The address of function `name`, refusing a missing function or one not of type `fn_type`.
 
         Calling a function through the wrong prototype would corrupt the stack
-        silently, so the type is checked once here.
+        silently, so the type (as llvmlite prints it) is checked here. The
+        address stays valid for as long as this module is reachable.
         """
-        kernel = self._kernels.get(name)
-        if kernel is not None:
-            return kernel
-        fn_type = self._functions.get(name)
-        if fn_type is None:
+        found = self._functions.get(name)
+        if found is None:
             known = ", ".join(f"@{n}" for n in self._functions) or "none"
             raise _fail(f"no function @{name} in the module (defined: {known})")
-        if fn_type != KERNEL_TYPE:
-            raise _fail(f"@{name} has type '{fn_type}'; a kernel is '{KERNEL_TYPE}'")
+        if found != fn_type:
+            what = "a kernel" if fn_type == KERNEL_TYPE else "expected"
+            raise _fail(f"@{name} has type '{found}'; {what} is '{fn_type}'")
         with _LLVM_LOCK:
             address = self._engine.get_function_address(name)
         if not address:
             raise _fail(f"@{name} has no address after linking")
-        kernel = self._kernels[name] = CompiledKernel(name, address, self)
-        return kernel
+        return address
 
 
 def default_cache_dir() -> Path:

@@ -24,8 +24,8 @@ A call:
    (`presk.lowering.kernel_to_llvm`). If one does, the call runs the variant
    translated without that assumption, compiled on first need, unsplit;
 4. runs `[0, n)` (`launch_iterations`): in one call on this thread, or split
-   into contiguous chunks on a `WorkerPool` when `default_split` says so
-   (`psk_kernel.workers`, or more than four million weighted operations).
+   into contiguous chunks on a `WorkerPool` (native threads) when `default_split` says so
+   (`psk_kernel.workers`, or more than one million weighted operations).
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ class NativeKernel:
             return
         workers = self.workers()
         if workers > 1:
-            self.runner.pool(workers).run(self._function, binding.address, n)
+            self.runner.pool(workers).run(self.compiled.address, binding.address, n)
         else:
             self._function(binding.address, 0, n)
 
@@ -205,7 +205,7 @@ class NativeRunner:
             with self._lock:
                 pool = self._pools.get(workers)
                 if pool is None:
-                    pool = self._pools[workers] = WorkerPool(workers, CHUNKS_PER_WORKER)
+                    pool = self._pools[workers] = WorkerPool(workers, CHUNKS_PER_WORKER, self.engine)
         return pool
 
     def close(self) -> None:

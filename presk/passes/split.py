@@ -10,7 +10,7 @@ are independent outward is legal (each output element keeps its own
 chain); each worker then runs the loops that were above it over its chunk,
 as a worksharing loop at depth d would. `"none"` puts
 `psk_kernel.workers = 1` on the outermost loop; the default (`"executor"`,
-the runner's own split above four million weighted operations) changes
+the runner's own split above one million weighted operations) changes
 nothing. The pass runs after `psk-tile` and `psk-softmax-passes`: a split
 names a loop, and only loops can be split.
 """
