@@ -65,6 +65,14 @@ class Note:
     location: SourceLocation | None = None
 
 
+class PlanWarning(UserWarning):
+    """A plan that is valid but will run slowly on this machine (a register tile that spills).
+
+    Issued with `warnings.warn`, so a library caller decides what to do with
+    it; the command line prints it as `presk: warning: ...` (`presk.cli.guard`).
+    """
+
+
 @dataclass(eq=False)
 class PreskError(Exception):
     """An error to show the user, with a stable code and, when known, where it is.

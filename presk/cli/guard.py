@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable
 
-from presk.diagnostics import PreskError
+from presk.diagnostics import PlanWarning, PreskError
 
 EXIT_ERROR = 1
 EXIT_INTERNAL = 70
@@ -20,9 +21,16 @@ EXIT_INTERRUPTED = 130
 
 
 def run_guarded(body: Callable[[], int]) -> int:
-    """Run a command's body and turn every way it can fail into an exit code."""
+    """Run a command's body and turn every way it can fail into an exit code.
+
+    presk's own warnings (`PlanWarning`) are printed as `presk: warning: ...`,
+    once each, instead of Python's file-and-line form.
+    """
     try:
-        return body()
+        with warnings.catch_warnings():
+            warnings.simplefilter("default", PlanWarning)
+            warnings.showwarning = _show_warning
+            return body()
     except PreskError as error:
         _report(error.format())
         return EXIT_ERROR
@@ -42,6 +50,13 @@ def run_guarded(body: Callable[[], int]) -> int:
             "presk: note: this is a bug in presk or a plugin; rerun with PRESK_DEBUG=1 for a traceback"
         )
         return EXIT_INTERNAL
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, *rest: object) -> None:
+    if issubclass(category, PlanWarning):
+        _report(f"presk: warning: {message}")
+    else:
+        _report(warnings.formatwarning(message, category, filename, lineno).rstrip("\n"))
 
 
 def _report(text: str) -> None:
