@@ -113,48 +113,68 @@ class HostProgram:
         self._plan = self._compile_steps()
 
     def _compile_steps(self) -> list[tuple[Any, ...]]:
-        """The steps as tuples for the hot loop, each with its own cache (see `__call__`)."""
+        """The steps as tuples for the hot loop, each with its own cache (see `__call__`).
+
+        A launch's tuple also lists the allocations it is the last to use
+        (with their views): the hot loop lets go of them there, so that a
+        later allocation of the same shape and type in the same call takes
+        the buffer again (`_allocate`). The course GPT's gradient held 1 638
+        MiB of buffers without it and 594 MiB with it, in the same time
+        (`docs/performance.md`, "Buffers reused within a call").
+        """
         root = list(range(self.slot_count))
         for step in self.steps:
             if isinstance(step, View):
                 root[step.slot] = root[step.source]
         self._root = root
-        plan: list[tuple[Any, ...]] = []
+        last_use: dict[int, int] = {}
+        for at, step in enumerate(self.steps):
+            if isinstance(step, Launch):
+                for s in step.slots:
+                    last_use[root[s]] = at
+        kept = {root[s] for s in self.outputs} | set(range(len(self.inputs)))
+        allocated = {step.slot for step in self.steps if isinstance(step, Alloc)}
+        views_of: dict[int, list[int]] = {}
         for step in self.steps:
+            if isinstance(step, View):
+                views_of.setdefault(root[step.slot], []).append(step.slot)
+        released: dict[int, list[int]] = {}
+        for slot, at in last_use.items():
+            if slot in allocated and slot not in kept:
+                released.setdefault(at, []).extend([slot, *views_of.get(slot, [])])
+        plan: list[tuple[Any, ...]] = []
+        for at, step in enumerate(self.steps):
             if isinstance(step, Launch):
                 fast = hasattr(step.call, "bind") and hasattr(step.call, "launch")
                 roots = tuple(root[s] for s in step.slots)
-                plan.append((_LAUNCH, step, [], fast, roots))
+                plan.append((_LAUNCH, step, [], fast, roots, tuple(released.get(at, ()))))
             elif isinstance(step, Alloc):
-                plan.append((_ALLOC, step, [0]))
+                plan.append((_ALLOC, step))
             else:
                 plan.append((_VIEW, step))
         return plan
 
-    def _allocate(self, step: Alloc, hint: list[int]) -> np.ndarray:
-        """A buffer no one holds any more from an earlier call, else a new one.
+    def _allocate(self, step: Alloc) -> np.ndarray:
+        """The first buffer of its shape and type no one holds, else a new one.
 
         Fresh memory costs a page fault per page on first touch (several ms
-        for a 40 MB buffer on this kind of machine), so buffers are recycled
-        across calls. A buffer is free when only the arena refers to it:
-        results the caller still holds, or views of them, keep theirs. The
-        buffer this step had last time is tried first (`hint`: its place in
-        the pool), so that the same step gets the same buffer at every call
-        (or one of two, for a result the caller keeps until the next call):
-        its launches keep their bindings, and allocating costs no scan.
+        for a 40 MB buffer on this kind of machine), so buffers are recycled:
+        across calls, and within a call once a launch was the last to use one
+        (`_compile_steps`). A buffer is free when only the arena refers to it
+        (results the caller still holds, or views of them, keep theirs) and
+        this call has not handed it out since it was last let go. Taking the
+        first free one, in the pool's order, makes the assignment a function
+        of which results the caller holds: a training loop holding one call's
+        results during the next sees two assignments in turn, and every
+        launch keeps a binding for each (`CACHED`).
         """
         pool = self._arena.setdefault((step.shape, step.dtype), [])
-        start = hint[0] if hint[0] < len(pool) else 0
-        for k in range(len(pool)):
-            at = (start + k) % len(pool)
-            array = pool[at]
+        for array in pool:
             # One reference from the pool's list, one from getrefcount's argument, one from `array`.
             if sys.getrefcount(array) <= 3 and id(array) not in self._taken and array.shape == step.shape:
                 self._taken.add(id(array))
-                hint[0] = at
                 return array
         array = empty_aligned(step.shape, step.dtype)
-        hint[0] = len(pool)
         pool.append(array)
         self._taken.add(id(array))
         return array
@@ -302,8 +322,13 @@ class HostProgram:
                     step.call.launch(binding)
                 else:
                     step.call([self._value(s, values) for s in step.slots])
+                for slot in entry[5]:  # dead from here on: its buffer may serve a later allocation
+                    array = values[slot]
+                    if array is not None:
+                        self._taken.discard(id(array))
+                        values[slot] = None
             elif kind is _ALLOC:
-                values[step.slot] = self._allocate(step, entry[2])
+                values[step.slot] = self._allocate(step)
         for s in self.outputs:
             self._value(s, values)
         return [values[s] for s in self.outputs]

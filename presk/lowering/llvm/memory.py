@@ -129,17 +129,20 @@ class MemoryAccess(TranslatorBase):
         return b.gep(base, [linear], inbounds=inbounds, source_etype=llvm_type(t.element_type))
 
     def prefetch(self, pointer: ir.Value, write: bool) -> None:
-        """Ask for the line `PREFETCH_BYTES` ahead of `pointer` (vector loops of running sums only).
+        """Ask for the line `PREFETCH_BYTES` ahead of `pointer` (in the loops that set `prefetching`).
 
-        Such a loop works on a block of rows held in L1 (`presk.lowering.softmax`);
-        when its terms are transcendentals it is compute-bound, it leaves the
-        memory system idle, and the hardware prefetchers, which follow misses,
-        idle with it. Touching the next block's lines there overlaps its misses
-        with this block's arithmetic (softmax [24576, 256]: 7.0 → 5.7 ms on one
-        thread). A plain streaming sum is better left to the hardware (a mean
-        over rows of 768: 0.74 → 1.05 ms with prefetches), so only loops with a
-        transcendental prefetch. A prefetch never faults, so running past a
-        buffer's end is harmless (and the address is formed without `inbounds`).
+        Two kinds of loop do. A vector loop of running sums works on a block
+        of rows held in L1 (`presk.lowering.softmax`); when its terms are
+        transcendentals it is compute-bound, it leaves the memory system idle,
+        and the hardware prefetchers, which follow misses, idle with it.
+        Touching the next block's lines there overlaps its misses with this
+        block's arithmetic (softmax [24576, 256]: 7.0 → 5.7 ms on one thread).
+        A plain running sum is better left to the hardware (a mean over rows
+        of 768: 0.74 → 1.05 ms with prefetches), so only those with a
+        transcendental prefetch. A streaming loop (`streaming_stores`) always
+        does: its inputs come from memory. A prefetch never faults, so running
+        past a buffer's end is harmless (and the address is formed without
+        `inbounds`).
         """
         if self.prefetching:
             self.request_line(pointer, PREFETCH_BYTES, write, locality=2)  # into L2, not L1
