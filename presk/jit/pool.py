@@ -116,13 +116,27 @@ out:
   ret void
 }}
 
+; Whether %since is less than the spin window ago; if so, one `pause` (a polling loop's step).
+define internal i1 @presk_pool_spinning(ptr %state, i64 %since) {{
+entry:
+  %spin_at = getelementptr i8, ptr %state, i64 {_STATE_SPIN}
+  %spin = load atomic i64, ptr %spin_at monotonic, align 8
+  %now = call i64 @llvm.readcyclecounter()
+  %waited = sub i64 %now, %since
+  %early = icmp ult i64 %waited, %spin
+  br i1 %early, label %pause, label %done
+pause:
+  call void @llvm.x86.sse2.pause()
+  br label %done
+done:
+  ret i1 %early
+}}
+
 ; A worker thread's whole life: wait for a launch, help with it, until the pool stops.
 define void @presk_pool_worker(ptr %state) {{
 entry:
   %stop_at = getelementptr i8, ptr %state, i64 {_STATE_STOP}
-  %spin_at = getelementptr i8, ptr %state, i64 {_STATE_SPIN}
   %sleepers_at = getelementptr i8, ptr %state, i64 {_STATE_SLEEPERS}
-  %spin = load atomic i64, ptr %spin_at monotonic, align 8
   br label %idle
 idle:
   ; launch 0 is the state's start: a launch published before this thread first polls is still new to it
@@ -138,13 +152,8 @@ quiet:
   %stopping = icmp ne i32 %stop, 0
   br i1 %stopping, label %exit, label %clock
 clock:
-  %now = call i64 @llvm.readcyclecounter()
-  %waited = sub i64 %now, %since
-  %early = icmp ult i64 %waited, %spin
-  br i1 %early, label %pause, label %sleep
-pause:
-  call void @llvm.x86.sse2.pause()
-  br label %poll
+  %early = call i1 @presk_pool_spinning(ptr %state, i64 %since)
+  br i1 %early, label %poll, label %sleep
 sleep:
   %sleepers = atomicrmw add ptr %sleepers_at, i32 1 seq_cst
   %gen_now = load atomic i32, ptr %state seq_cst, align 4
@@ -215,8 +224,6 @@ publish:
   store atomic i32 %job, ptr %state seq_cst, align 4
   call void @presk_pool_wake(ptr %state)
   call void @presk_pool_chunks(ptr %state, i32 %job)
-  %spin_at = getelementptr i8, ptr %state, i64 {_STATE_SPIN}
-  %spin = load atomic i64, ptr %spin_at monotonic, align 8
   %since = call i64 @llvm.readcyclecounter()
   br label %wait
 wait:
@@ -224,13 +231,8 @@ wait:
   %all = icmp eq i64 %done, %count
   br i1 %all, label %exit, label %clock
 clock:
-  %now = call i64 @llvm.readcyclecounter()
-  %waited = sub i64 %now, %since
-  %early = icmp ult i64 %waited, %spin
-  br i1 %early, label %pause, label %yield
-pause:
-  call void @llvm.x86.sse2.pause()
-  br label %wait
+  %early = call i1 @presk_pool_spinning(ptr %state, i64 %since)
+  br i1 %early, label %wait, label %yield
 yield:
   %yielded = call i32 @sched_yield()
   br label %wait
