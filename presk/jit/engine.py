@@ -201,8 +201,7 @@ class CompiledModule:
             known = ", ".join(f"@{n}" for n in self._functions) or "none"
             raise _fail(f"no function @{name} in the module (defined: {known})")
         if found != fn_type:
-            what = "a kernel" if fn_type == KERNEL_TYPE else "expected"
-            raise _fail(f"@{name} has type '{found}'; {what} is '{fn_type}'")
+            raise _fail(f"@{name} has type '{found}', not '{fn_type}'" + (" (the kernel ABI)" if fn_type == KERNEL_TYPE else ""))
         with _LLVM_LOCK:
             address = self._engine.get_function_address(name)
         if not address:

@@ -46,7 +46,7 @@ from typing import Self
 
 from presk.jit.engine import JitEngine
 
-__all__ = ["SPIN_CYCLES", "WorkerPool", "even_chunks", "split_range"]
+__all__ = ["SPIN_CYCLES", "WorkerPool", "chunk_count", "even_chunks", "split_range"]
 
 SPIN_CYCLES = 1 << 18
 """Time-stamp-counter cycles a worker polls for the next launch before it sleeps (about 0.1 ms at 2–3 GHz).
@@ -279,6 +279,14 @@ def split_range(n: int, workers: int) -> list[tuple[int, int]]:
     return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
 
 
+def chunk_count(n: int, workers: int, chunks_per_worker: int) -> int:
+    """How many chunks `even_chunks` cuts `[0, n)` into (the native dispatcher cuts them itself)."""
+    for count in range(workers * chunks_per_worker, workers, -workers):
+        if n % count == 0:
+            return min(count, n)
+    return max(1, min(workers, n))
+
+
 def even_chunks(n: int, workers: int, chunks_per_worker: int) -> list[tuple[int, int]]:
     """`[0, n)` as the most chunks of one size, at most `chunks_per_worker` per worker and a multiple of
     `workers`, else as `split_range(n, workers)`.
@@ -290,10 +298,7 @@ def even_chunks(n: int, workers: int, chunks_per_worker: int) -> list[tuple[int,
     `loss_grad` ran 2 to 4 % faster (`docs/performance.md`, "Chunks of one
     size").
     """
-    for count in range(workers * chunks_per_worker, workers, -workers):
-        if n % count == 0:
-            return split_range(n, count)
-    return split_range(n, workers)
+    return split_range(n, chunk_count(n, workers, chunks_per_worker))
 
 
 class _State(ctypes.Structure):
@@ -349,7 +354,7 @@ class WorkerPool:
             raise RuntimeError("the worker pool is closed")
         if n <= 0:
             return
-        count = len(even_chunks(n, self.workers, self.chunks_per_worker)) if self.workers > 1 else 1
+        count = chunk_count(n, self.workers, self.chunks_per_worker) if self.workers > 1 else 1
         with self._lock:
             self._runtime.run(self._state, kernel_address, args_ptr, n, count)
 

@@ -9,15 +9,13 @@ tests hold on either kind of host.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import warnings
 from pathlib import Path
 
 import pytest
+from test_cli_run import run
 
-from presk.cli.main import main as presk
 from presk.diagnostics import PlanWarning
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
@@ -79,18 +77,11 @@ def test_a_fitting_plan_is_silent(tmp_path: Path) -> None:
         _realize(_plan(tmp_path, FITS_EVERYWHERE))
 
 
-def _run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = presk(list(argv))
-    return status, out.getvalue(), err.getvalue()
-
-
 def test_the_command_prints_the_warning_and_succeeds(tmp_path: Path) -> None:
     args = ("dump", str(PROGRAM), "--stage", "realize", "--dim", "B=8", "--plan")
-    status, out, err = _run(*args, "@" + str(_plan(tmp_path, SPILLS_EVERYWHERE)))
+    status, out, err = run(*args, "@" + str(_plan(tmp_path, SPILLS_EVERYWHERE)))
     assert status == 0 and 'psk_realize.nest "twice/%0"' in out
     assert err.startswith("presk: warning: ") and err.count("presk: warning: ") == 1
     assert "73 vectors live per k" in err and "Traceback" not in err
-    status, _, err = _run(*args, "@" + str(_plan(tmp_path, FITS_EVERYWHERE)))
+    status, _, err = run(*args, "@" + str(_plan(tmp_path, FITS_EVERYWHERE)))
     assert status == 0 and err == ""
