@@ -33,10 +33,13 @@ def test_the_small_space_calibrates_a_profile(small_profile: tuple[Path, str]) -
     assert data["fitted_samples"] > 300
     assert data["model"]["load_term"] == "group" and data["model"]["combine"] == "pnorm"
     assert data["model"]["rules"] == ["sets", "shared"], "a new profile's rules are the ones docs/cost.md §6 chose"
-    # The fit reports its uncertainty and ranks the samples far better than counting operations does.
+    # The fit reports its uncertainty and ranks the samples better than either simpler predictor judged on the
+    # same timings. The floor is 0.8, below the 0.95-0.99 of a quiet full calibration (docs/cost.md): make test
+    # times these kernels while its other lane runs, and one such run fell to 0.876, with W alone at 0.752 and
+    # the operation counts at 0.016. The comparison with W is what the test is about: noise lowers both alike.
     assert re.search(r"u = [0-9.]+%", out)
     spearman = data["spearman"]
-    assert spearman["model"] > spearman["counts"] and spearman["model"] > 0.9
+    assert spearman["model"] > max(spearman["counts"], spearman["work"]) and spearman["model"] > 0.8
     assert path.with_name("P.samples.jsonl").stat().st_size > 0
 
 
