@@ -11,15 +11,18 @@ from presk.analysis.kernel_loops import (
     STORE_OPS,
     affine_index,
     attr,
+    block_trip_count,
     constant_int,
     is_register_tile_loop,
     launch_iterations,
+    loop_trips,
+    sets_inner_bounds,
     split_loop,
     trip_count,
     written_buffers,
 )
 
 __all__ = [
-    "STORE_OPS", "affine_index", "attr", "constant_int", "is_register_tile_loop", "launch_iterations", "split_loop", "trip_count",
-    "written_buffers",
+    "STORE_OPS", "affine_index", "attr", "block_trip_count", "constant_int", "is_register_tile_loop",
+    "launch_iterations", "loop_trips", "sets_inner_bounds", "split_loop", "trip_count", "written_buffers",
 ]  # fmt: skip

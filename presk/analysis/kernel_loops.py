@@ -22,8 +22,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from presk.dialects.psk_kernel import PARALLEL, KernelOp
 
 __all__ = [
-    "STORE_OPS", "affine_index", "attr", "constant_int", "is_register_tile_loop", "launch_iterations", "split_loop",
-    "trip_count", "written_buffers",
+    "STORE_OPS", "affine_index", "attr", "block_trip_count", "constant_int", "is_register_tile_loop",
+    "launch_iterations", "loop_trips", "sets_inner_bounds", "split_loop", "trip_count", "written_buffers",
 ]  # fmt: skip
 
 STORE_OPS = ("memref.store", "vector.store")
@@ -52,6 +52,49 @@ def trip_count(loop: scf.ForOp) -> int | None:
     if lb is None or ub is None or step is None or step <= 0:
         return None
     return max(0, -((lb - ub) // step))
+
+
+def block_trip_count(loop: scf.ForOp) -> int | None:
+    """Iterations of a full block of a strip-mined loop (`psk-split` under a serial loop), else None.
+
+    Such a loop runs `[lb, min(lb + span, ub))` with `span` and the step
+    constants and `lb` the block's start, which depends on the loop of
+    blocks around it; every block but the last runs ⌈span / step⌉."""
+    upper = loop.ub.owner
+    if not (isinstance(upper, Operation) and upper.name == "arith.minsi"):
+        return None
+    past = upper.operands[0].owner
+    if not (isinstance(past, Operation) and past.name == "arith.addi" and past.operands[0] is loop.lb):
+        return None
+    span, step = constant_int(past.operands[1]), constant_int(loop.step)
+    if span is None or step is None or step <= 0:
+        return None
+    return -(-span // step)
+
+
+def sets_inner_bounds(loop: scf.ForOp) -> bool:
+    """Whether a loop inside `loop` takes its bounds from `loop`'s counter (a strip-mined block's loop of blocks).
+
+    Such a loop's iterations cannot run as one vector of counters: each
+    iteration's inner loop has bounds of its own."""
+    counter = loop.body.block.args[0]
+
+    def follows(value: SSAValue) -> bool:
+        if value is counter:
+            return True
+        owner = value.owner
+        return isinstance(owner, Operation) and owner.name.startswith("arith.") and any(map(follows, owner.operands))
+
+    return any(
+        follows(bound) for inner in loop.walk() if isinstance(inner, scf.ForOp) and inner is not loop
+        for bound in (inner.lb, inner.ub, inner.step)
+    )  # fmt: skip
+
+
+def loop_trips(loop: scf.ForOp) -> int | None:
+    """A loop's iterations for the analyses that price it: its trip count, or a strip-mined block's."""
+    count = trip_count(loop)
+    return count if count is not None else block_trip_count(loop)
 
 
 def split_loop(kernel: KernelOp) -> scf.ForOp | None:

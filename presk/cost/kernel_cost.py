@@ -42,7 +42,7 @@ from xdsl.ir import Block, Operation
 
 from presk.target import Machine
 from presk.dialects.psk_kernel import WORKERS, KernelOp
-from presk.analysis import split_loop, trip_count
+from presk.analysis import loop_trips, split_loop
 
 __all__ = [
     "OPERATION_WEIGHTS",
@@ -89,8 +89,8 @@ def _block_operations(block: Block) -> int:
     for op in block.ops:
         total += OPERATION_WEIGHTS.get(op.name, DEFAULT_WEIGHT) * _lanes(op)
         if isinstance(op, scf.ForOp):
-            count = trip_count(op)
-            # A loop with non-constant bounds does not occur in PSK-Kernel; count it once.
+            count = loop_trips(op)
+            # Every loop of PSK-Kernel has constant bounds or is a strip-mined block; anything else counts once.
             total += (1 if count is None else count) * _block_operations(op.body.block)
         else:
             for region in op.regions:

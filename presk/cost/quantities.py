@@ -149,7 +149,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
-from presk.analysis import constant_int, split_loop, trip_count
+from presk.analysis import block_trip_count, constant_int, split_loop, trip_count
 from presk.cost.footprints import (
     Access, Affine, Box, Family, Index, Opaque, SetGeometry, combined_load, families, footprint_bytes, set_load,
 )  # fmt: skip
@@ -358,7 +358,15 @@ class _Walk:
     def _for(self, op: scf.ForOp, parent: _Loop) -> None:
         full = trip_count(op)
         counter: Index
-        if full is None:  # not in PSK-Kernel (bounds are constants): run the body once, its counter unknown
+        block = block_trip_count(op) if full is None else None
+        first = self._index(op.lb) if block is not None else None
+        step = constant_int(op.step)
+        if block is not None and isinstance(first, Affine) and step is not None:
+            # A strip-mined block (psk-split under a serial loop): its start follows the loop of blocks.
+            full = block
+            inner = self._new_loop(parent, op, block, block)
+            counter = first.plus(Affine(0, ((inner.id, step),)))
+        elif full is None:  # no other loop of PSK-Kernel lacks constant bounds: run the body once, counter unknown
             inner = self._new_loop(parent, op, 1, 1)
             counter = Opaque(frozenset({inner.id}), id(op))
         else:

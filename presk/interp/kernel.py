@@ -25,7 +25,10 @@ GPT. Instead the interpreter runs many iterations of a loop at once:
   broadcasting always lines up. A load with index arrays is a gather (fancy
   indexing), a store a scatter; the iterations of a parallel loop never
   touch the same element (by construction of the kernels), and a store
-  whose value varies along an axis its indices do not is refused.
+  whose value varies along an axis its indices do not is refused. The
+  exception is a loop of strip-mined blocks (`psk-split` under a serial
+  loop): the loops inside it take their bounds from its counter, so it runs
+  block by block, as a serial loop.
 
 * A loop without the attribute runs iteration by iteration in increasing
   order, threading its `iter_args`; each iteration is vectorised over the
@@ -87,7 +90,7 @@ from xdsl.interpreter import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from presk.analysis import written_buffers
+from presk.analysis import sets_inner_bounds, written_buffers
 from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import PARALLEL, KernelOp, ScratchOp
 from presk.interp.bf16 import truncate_f64_to_bf16
@@ -346,7 +349,8 @@ def _constant(name: str, op: arith.ConstantOp) -> Any:
 def _assign_axes(plan: _Plan, block: Block, depth: int) -> None:
     for op in block.ops:
         if isinstance(op, scf.ForOp):
-            parallel = PARALLEL in op.attributes
+            # A loop of strip-mined blocks runs block by block: each block's loop has bounds of its own.
+            parallel = PARALLEL in op.attributes and not sets_inner_bounds(op)
             if parallel and op.iter_args:
                 raise _unsupported(plan.name, "a parallel loop with running values (iter_args)")
             hoist = None if parallel else _split_serial(op)
