@@ -13,7 +13,11 @@ OpenBLAS reads its thread count when it is imported): `OPENBLAS_NUM_THREADS`,
    real pipeline (`presk.pipeline.lower`, so `psk-vectorize` runs
    wherever a point states lanes), run once to warm up and timed over
    `--screen` calls (median). Every point keeps the split at the executor's
-   default (every worker on the outermost loop, when it is parallel).
+   default (every worker on the outermost loop, when it is parallel), but
+   the orders with K outermost: their k-block loop is serial, so on more
+   than one thread they split the block loop below it (depth 1), which
+   `psk-split` strip-mines (each worker runs every block of K over its
+   own rows or columns).
 2. Side by side: the default layout, the best swept point, numpy.matmul and
    torch.matmul, timed in turn for `--rounds` rounds of `--block` calls each,
    the first of each turn not counted (`bench/timing.py`);
@@ -66,7 +70,14 @@ from register_tiles import domain_tiles, register_tiles
 from presk.target import Machine
 
 
-def _space(kind: str, dtype: str, machine: Machine) -> list[dict[str, Any]]:
+def _space(kind: str, dtype: str, machine: Machine, threads: int) -> list[dict[str, Any]]:
+    return [
+        {**point, "split": {"depth": 1, "workers": threads}} if threads > 1 and point["order"].startswith("K") else point
+        for point in _block_points(kind, dtype, machine)
+    ]
+
+
+def _block_points(kind: str, dtype: str, machine: Machine) -> list[dict[str, Any]]:
     if kind == "quick":
         pairs = register_tiles(machine, dtype)
         blocks = [("none", "IJ"), ("none", "JI")] + [(128, order) for order in ("IJK", "JIK", "JKI", "KIJ", "KJI")]
@@ -99,7 +110,9 @@ def _label(layout: dict[str, Any] | None) -> str:
     order = layout.get("order", "IJ" if kb == "none" else "IJK")
     return f"tile {layout.get('tile', 'default')}, lanes {layout.get('lanes', 'widest')}, " + (
         f"order {order}" if kb == "none" else f"k-block {kb} {order}"
-    ) + (", packed" if layout.get("pack") else "")
+    ) + (", packed" if layout.get("pack") else "") + (
+        f", split at depth {split['depth']}" if isinstance(split := layout.get("split"), dict) else ""
+    )
 
 
 def _worker(args: argparse.Namespace) -> None:
@@ -137,7 +150,7 @@ def _worker(args: argparse.Namespace) -> None:
                     plan["layout"] = {"gemm/%0": layout}
                 return HostProgram(lower(parsed.module, "gemm", env, parse_plan(plan, "bench_gemm")), runner)
 
-            points = args.points if args.points is not None else _space(args.space, dtype, machine)
+            points = args.points if args.points is not None else _space(args.space, dtype, machine, args.threads)
 
             def progress(p: int, seconds: float, dtype: str = dtype, n: int = n, total: int = len(points)) -> None:
                 if sys.stderr.isatty():

@@ -19,7 +19,7 @@ that loop must become the outermost, carrying `psk_kernel.workers = p`:
   K, and the panel of operand 1 that a block of K brings into the cache
   serves every tile of the worker's rows. Moving the loop itself to the
   top would sweep the whole panel once per tile: f64, N = 1024, tile
-  [6, 8] KIJ on AVX2, two threads, 28.8 ms against 19.8 strip-mined
+  [6, 8] KIJ on AVX2, two threads, 28.8 ms against 19.3 strip-mined
   (docs/performance.md).
 
 Either is legal: a loop whose iterations are independent owns its output
