@@ -96,7 +96,7 @@ def apply_split(k: kernel.KernelOp, split: Any, machine: Machine) -> Violation |
     if any(lp.iter_args for lp in loops):
         return 8, "split", f"a loop with running values encloses the loop at depth {depth}"
     if any(PARALLEL not in lp.attributes for lp in loops[:depth]):
-        strip_mine(k, loops[0], loop, count, workers)
+        strip_mine(loops[0], loop, count, workers)
         return None
     hoist(loops, depth)
     loops[0].attributes[WORKERS] = IntegerAttr(workers, i64)
@@ -120,7 +120,7 @@ def hoist(loops: list[scf.ForOp], depth: int) -> None:
             user.operands[index] = ivs[position]
 
 
-def strip_mine(k: kernel.KernelOp, top: scf.ForOp, loop: scf.ForOp, count: int, workers: int) -> None:
+def strip_mine(top: scf.ForOp, loop: scf.ForOp, count: int, workers: int) -> None:
     """A new outermost loop over `workers` blocks of `loop`'s iterations (`count` of them) around `top`, and
     `loop` over its block (see the module)."""
     blocks = min(workers, count)
