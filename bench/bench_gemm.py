@@ -17,7 +17,9 @@ OpenBLAS reads its thread count when it is imported): `OPENBLAS_NUM_THREADS`,
    the orders with K outermost: their k-block loop is serial, so on more
    than one thread they split the block loop below it (depth 1), which
    `psk-split` strip-mines (each worker runs every block of K over its
-   own rows or columns).
+   own rows or columns). The packed K-outer points also run with a J-block
+   of 256 and 512 columns (`"jblock"`, BLIS's loop over n_c), whose loop
+   over blocks of J is outermost and parallel.
 2. Side by side: the default layout, the best swept point, numpy.matmul and
    torch.matmul, timed in turn for `--rounds` rounds of `--block` calls each,
    the first of each turn not counted (`bench/timing.py`);
@@ -70,11 +72,21 @@ from register_tiles import domain_tiles, register_tiles
 from presk.target import Machine
 
 
-def _space(kind: str, dtype: str, machine: Machine, threads: int) -> list[dict[str, Any]]:
-    return [
-        {**point, "split": {"depth": 1, "workers": threads}} if threads > 1 and point["order"].startswith("K") else point
-        for point in _block_points(kind, dtype, machine)
-    ]
+JBLOCKS = (256, 512)
+"""The J-blocks the K-outer points try (packed): 128 × 512 f64 of operand 1 is 512 KiB of L2."""
+
+
+def _space(kind: str, dtype: str, machine: Machine, threads: int, n: int) -> list[dict[str, Any]]:
+    points = []
+    for point in _block_points(kind, dtype, machine):
+        if threads > 1 and point["order"].startswith("K"):
+            points.append({**point, "split": {"depth": 1, "workers": threads}})
+        else:
+            points.append(point)
+        if point["order"].startswith("K") and point["pack"]:
+            # The loop over blocks of J is outermost and parallel: the executor's split divides it.
+            points += [{**point, "jblock": jblock} for jblock in JBLOCKS if jblock <= n]
+    return points
 
 
 def _block_points(kind: str, dtype: str, machine: Machine) -> list[dict[str, Any]]:
@@ -110,7 +122,9 @@ def _label(layout: dict[str, Any] | None) -> str:
     order = layout.get("order", "IJ" if kb == "none" else "IJK")
     return f"tile {layout.get('tile', 'default')}, lanes {layout.get('lanes', 'widest')}, " + (
         f"order {order}" if kb == "none" else f"k-block {kb} {order}"
-    ) + (", packed" if layout.get("pack") else "") + (
+    ) + (f", J-block {jb}" if (jb := layout.get("jblock", "none")) != "none" else "") + (
+        ", packed" if layout.get("pack") else ""
+    ) + (
         f", split at depth {split['depth']}" if isinstance(split := layout.get("split"), dict) else ""
     )
 
@@ -150,7 +164,7 @@ def _worker(args: argparse.Namespace) -> None:
                     plan["layout"] = {"gemm/%0": layout}
                 return HostProgram(lower(parsed.module, "gemm", env, parse_plan(plan, "bench_gemm")), runner)
 
-            points = args.points if args.points is not None else _space(args.space, dtype, machine, args.threads)
+            points = args.points if args.points is not None else _space(args.space, dtype, machine, args.threads, n)
 
             def progress(p: int, seconds: float, dtype: str = dtype, n: int = n, total: int = len(points)) -> None:
                 if sys.stderr.isatty():

@@ -1,4 +1,4 @@
-"""The nine layout decisions of a nest: their kinds, domains and defaults (the seed's table).
+"""The layout decisions of a nest: their kinds, domains and defaults (the seed's table, and the J-block).
 
 A layout is a record of decisions, each a JSON value exactly as a plan
 writes it (`"tile": [4, 16]`, `"split": {"depth": 1, "workers": 2}`). This
@@ -13,6 +13,13 @@ Two defaults are the executor's and stay symbolic here: `lanes = "widest"`
 columns, one on the kernel interpreter) and `split = "executor"` (every
 worker on the outermost loop above one million weighted operations). They
 depend on the machine and the backend, and a printed program must not.
+
+The seed's table has nine decisions; `jblock` is presk's tenth: a loop
+over blocks of J's columns around a contraction's block loops, BLIS's
+loop over n_c, so that a K-outer order keeps one block of operand 1's
+k-block in L2 (`presk.lowering.contraction`). Its default, no J-block, is
+what the nine decisions lower to, and a default layout leaves it out, so
+that a program without one prints as it did before it existed.
 """
 
 from __future__ import annotations
@@ -25,11 +32,13 @@ from typing import Any
 from presk.dialects.psk_core_types import Size
 from presk.dialects.psk_realize_nests import Contraction, NestKind
 
-DECISIONS: tuple[str, ...] = ("form", "tile", "kblock", "order", "lanes", "split", "pack", "passes", "epilogue")
-"""In the seed's order, which is also the printing order."""
+DECISIONS: tuple[str, ...] = (
+    "form", "tile", "kblock", "jblock", "order", "lanes", "split", "pack", "passes", "epilogue",
+)  # fmt: skip
+"""In the seed's order (the J-block beside the k-block), which is also the printing order."""
 
 KIND_DECISIONS: dict[NestKind, tuple[str, ...]] = {
-    "contraction": ("form", "tile", "kblock", "order", "lanes", "split", "pack", "epilogue"),
+    "contraction": ("form", "tile", "kblock", "jblock", "order", "lanes", "split", "pack", "epilogue"),
     "softmax": ("passes", "split"),
     "other": ("split",),
 }
@@ -52,6 +61,9 @@ cycles of latency and 2 units, so a tile needs m_i·n_j/L ≥ 8 independent accu
 - 16 registers (AVX2): 6 rows of two registers of 8 f32, [6, 16], BLIS's Zen micro-kernel: 12
   accumulators, 2 loaded vectors and a broadcast in 15 of the 16; [8, 16] would need 19 and spill."""
 KBLOCKS = ("none", 32, 128)
+JBLOCKS = ("none", 256, 512, 1024)
+"""Columns per block of J. A K-outer order reads one k-block of operand 1 per block: 128 × 512 f64
+is 512 KiB, a share of a 2 MiB L2 (docs/performance.md, "A loop over blocks of J")."""
 ORDERS_WITHOUT_KBLOCK = ("IJ", "JI")
 ORDERS_WITH_KBLOCK = tuple("".join(p) for p in permutations("IJK"))
 LANES = (1, 2, 4, 8, 16)
@@ -85,6 +97,12 @@ def _check_kblock(value: Json) -> str | None:
     if value == "none" or (_is_int(value) and value in KBLOCKS):
         return None
     return f"a k-block is \"none\", 32 or 128, not {_show(value)}"
+
+
+def _check_jblock(value: Json) -> str | None:
+    if value == "none" or (_is_int(value) and value in JBLOCKS):
+        return None
+    return f"a J-block is \"none\", 256, 512 or 1024 columns, not {_show(value)}"
 
 
 def _check_order(value: Json) -> str | None:
@@ -127,6 +145,7 @@ DOMAIN_CHECKS: dict[str, Callable[[Json], str | None]] = {
     "form": _check_form,
     "tile": _check_tile,
     "kblock": _check_kblock,
+    "jblock": _check_jblock,
     "order": _check_order,
     "lanes": _check_lanes,
     "split": _check_split,

@@ -29,6 +29,12 @@ bits. What each decision becomes:
   flat index. Where the k-block loop encloses I or J they sit at its place
   in the order, and a tile's sums start from zero (and take the epilogue)
   at the first (last) block of that flat index.
+- `jblock` (256, 512, 1024 columns, a multiple of n_j): a loop over blocks
+  of J encloses the block loops, and the J block loop steps over the tiles
+  of one block (the last block cut short where it does not divide J's
+  tiles). It only reorders the tiles; each keeps its chain. With K
+  outermost inside it (KIJ, KJI) that is BLIS's loop over n_c: a k-block of
+  operand 1's block stays in L2 while every row's tiles read it.
 - `order`: the block loops, outermost first. Without a k-block "IJ" or
   "JI". With one, a permutation of "IJK": when K is the innermost block
   loop ("IJK", "JIK") the running sums stay in registers across blocks;
@@ -81,7 +87,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from presk.dialects.psk_kernel import PREFETCH_AHEAD
 from presk.dialects.psk_realize_nests import Contraction
-from presk.lowering.kernel_builder import KernelBuilder
+from presk.lowering.kernel_builder import KernelBuilder, Loop
 from presk.lowering.nests import Operand, Scalar, accumulate
 
 LANES = "psk_kernel.lanes"
@@ -136,6 +142,8 @@ class TiledLayout:
     n: int
     kblock: int | None
     order: str
+    jblock: int | None = None
+    """Columns per block of the loop over blocks of J around the block loops, or None (no such loop)."""
 
     @property
     def sums_in_output(self) -> bool:
@@ -165,6 +173,16 @@ class TiledLayout:
         shifted = extent is not None and extent % block != 0  # unbound: the launch shapes' check decides
         return not (self.sums_in_output and letter not in self.enclosed and shifted)
 
+    def jblock_loop_parallel(self, extent: int | None) -> bool:
+        """Whether the loop over blocks of J (J of `extent`) may run its iterations at once.
+
+        It encloses the k-block loop, so it is serial exactly where a J
+        block loop outside the k-block loop would be: the last tile, shifted
+        back into the block before it, shares sums that wait in the output.
+        """
+        shifted = extent is not None and extent % self.n != 0
+        return not (self.sums_in_output and shifted)
+
 
 def tiled_layout(layout: Mapping[str, Any]) -> TiledLayout:
     """The tile, k-block and order of a resolved layout (their defaults where absent)."""
@@ -175,7 +193,8 @@ def tiled_layout(layout: Mapping[str, Any]) -> TiledLayout:
     order = layout.get("order")
     if not isinstance(order, str) or ("K" in order) != (size is not None):
         order = "IJK" if size is not None else "IJ"
-    return TiledLayout(m, n, size, order)
+    jblock = layout.get("jblock", "none")
+    return TiledLayout(m, n, size, order, jblock if isinstance(jblock, int) and not isinstance(jblock, bool) else None)
 
 
 def lanes_attribute(value: int) -> IntegerAttr:
@@ -303,6 +322,7 @@ def _tiled(
     assert co.a_block is None or "I" not in tl.enclosed or n_i % m == 0, "an operand 0 panel's last block is shifted"
     assert m <= n_i and n <= n_j, "condition 3: a tile fits in the output"
     assert "J" not in tl.enclosed or n_j % n == 0, "condition 3: a J block loop the k-block loop encloses has no shifted last tile"
+    assert tl.jblock is None or (tl.jblock % n == 0 and tl.jblock <= n_j), "condition 3: a J-block holds whole tiles"
     counts = {"I": blocks(n_i, m), "J": blocks(n_j, n), "K": blocks(n_k, size) if size is not None else 1}
     # In registers, the k-block loop is the outer of the two k loops around the tile's body.
     letters = tl.order if tl.sums_in_output else tl.order.replace("K", "")
@@ -310,14 +330,21 @@ def _tiled(
     with ExitStack() as stack:
         ivs: dict[str, SSAValue] = {}
         outer_k: dict[str, SSAValue] = {}  # the summed axes besides K, where the k-block loop encloses I or J
+        j_block = None  # the counter of the loop over blocks of J
+        if tl.jblock is not None:
+            j_blocks = blocks(counts["J"], tl.jblock // n)
+            j_block = stack.enter_context(kb.loop(j_blocks, parallel=tl.jblock_loop_parallel(n_j))).iv
         for letter in letters:
             if letter == "K":
                 outer_k = {name: stack.enter_context(kb.loop(size)).iv for name, size in zip(c.k_outer, k_outer)}
             parallel = letter != "K" and tl.block_loop_parallel(letter, {"I": n_i, "J": n_j}[letter])
-            loop = stack.enter_context(kb.loop(counts[letter], parallel=parallel))
+            if letter == "J" and j_block is not None:
+                loop, ivs["J"] = _tiles_of_block(kb, stack, j_block, tl.jblock // n, counts["J"], parallel)  # type: ignore[operator]
+            else:
+                loop = stack.enter_context(kb.loop(counts[letter], parallel=parallel))
+                ivs[letter] = loop.iv
             if letter == "J" and lanes is not None:
                 loop.op.attributes[LANES] = lanes_attribute(lanes)
-            ivs[letter] = loop.iv
         rows = (_clamped_indices if "I" in tl.enclosed else _tile_indices)(kb, ivs["I"], m, n_i)
         cols = _tile_indices(kb, ivs["J"], n, n_j)
         zero = kb.real(0.0, arith_type)
@@ -395,6 +422,25 @@ def _tiled(
                     at = {**base, c.i: rows[r], c.j: cols[s]}
                     value = kb.select(last, _with_epilogue(kb, value, out, epilogue, at, arith_type), value)  # type: ignore[arg-type]
                 kb.store_real(value, out, cells[r * n + s])
+
+
+def _tiles_of_block(
+    kb: KernelBuilder, stack: ExitStack, block: SSAValue, per_block: int, tiles: int, parallel: bool
+) -> tuple[Loop, SSAValue]:  # fmt: skip
+    """The J block loop inside block `block` of J: its loop, and the index of its tile along J.
+
+    Block b holds tiles [b·per_block, min(b·per_block + per_block, tiles)):
+    a loop of `per_block` where that divides the tiles (the tile index
+    b·per_block + t), else a loop over those bounds, cut short at the last
+    block as a k-block is (`_within_block`), so that no tile runs twice.
+    """
+    if tiles % per_block == 0:
+        loop = stack.enter_context(kb.loop(per_block, parallel=parallel))
+        return loop, kb.offset(block, per_block, loop.iv)
+    lower = kb.offset(block, per_block, 0)
+    upper = kb.min_index(kb.offset(lower, 1, per_block), kb.index(tiles))
+    loop = stack.enter_context(kb.span(lower, upper, parallel=parallel))
+    return loop, loop.iv
 
 
 def _summed_sizes(co: ContractionOperands) -> list[int]:

@@ -21,8 +21,9 @@ types and this machine by the plan's second check (`psk-verify-layout`,
 `presk.passes.verify_layout.layout_violation`), then by this lowering's own
 guard of what the passes rely on (`contraction_violation`). Both refuse
 with E7002, naming the nest, the decision and the seed's condition: 3 (the
-tile and the k-block divide the axes; a row-wise contraction states none of
-the tiled form's tile, k-block, order or pack but their neutral values), 4
+tile, the k-block and the J-block fit their axes; a row-wise
+contraction states none of the tiled form's tile, k-block, J-block, order
+or pack but their neutral values), 4
 (lanes are 1 or a width of this machine's registers for the storage type,
 divide the tile's columns, and on an NT contraction need the pack; the
 row-wise form has one lane), 7 (the row-wise form, a k-block loop enclosing
@@ -488,9 +489,9 @@ def contraction_violation(
     c, sizes = co.c, co.sizes
     n_i, n_j, n_k = sizes[c.i], sizes[c.j], sizes[c.k]
     if layout.get("form") == "row-wise":
-        for name, neutral in (("tile", [1, 1]), ("kblock", "none"), ("order", "IJ"), ("pack", False)):
+        for name, neutral in (("tile", [1, 1]), ("kblock", "none"), ("jblock", "none"), ("order", "IJ"), ("pack", False)):
             if name in stated and stated[name] != neutral:
-                return 3, name, f"a row-wise contraction has no tile, k-block, order or pack, and this one states \"{name}\""
+                return 3, name, f"a row-wise contraction has no tile, k-block, J-block, order or pack, and this one states \"{name}\""
         if storage != arith:
             return 7, "form", (
                 f"the row-wise form keeps the running sums in the output buffer, which needs the storage type to be "
@@ -508,6 +509,8 @@ def contraction_violation(
             return 3, "tile", (
                 f"the tile's {tl.n} columns do not divide J = {c.j} of {n_j}, and the k-block loop encloses the J block loop"
             )
+        if tl.jblock is not None and tl.jblock > n_j:
+            return 3, "jblock", f"a J-block of {tl.jblock} exceeds J = {c.j} of {n_j}"
         if tl.kblock is not None and tl.kblock > n_k:
             return 3, "kblock", f"a k-block of {tl.kblock} exceeds K = {c.k} of {n_k}"
         if tl.sums_in_output and storage != arith:

@@ -1,4 +1,4 @@
-"""`psk-tile`: a contraction's loop nest at its layout's form, tile, k-block, order and lanes.
+"""`psk-tile`: a contraction's loop nest at its layout's form, tile, k-block, J-block, order and lanes.
 
 The pattern rewrites each structured `psk_kernel.contract` into the loops
 of `presk.lowering.contraction`: the tiled form (block loops over I and J
@@ -43,7 +43,7 @@ from presk.passes.kernel_layout import (
     stated,
 )
 
-TILE_DECISIONS = ("form", "tile", "kblock", "order", "lanes")
+TILE_DECISIONS = ("form", "tile", "kblock", "jblock", "order", "lanes")
 
 
 def contraction_operands(op: ContractOp) -> contraction.ContractionOperands:

@@ -9,14 +9,14 @@ the sizes it is launched at, its realization and the machine, as the seed's
 "Well-formedness" section lists them:
 
 - condition 3: the tile and the k-block are no larger than their axes
-  (m_i ≤ I, n_j ≤ J, kblock ≤ K); where they do not divide them the
+  (m_i ≤ I, n_j ≤ J, kblock ≤ K, jblock ≤ J); where they do not divide them the
   lowering shifts the last tile back to end at the axis's end and cuts the
   last k-block short, except that a J block loop the k-block loop
   encloses keeps its tile dividing J (n_j | J), since there the running
   sums wait in the output and an overlapping tile would add a block twice
   (an I block loop's last tile clamps its rows past the end instead: the
   columns are the lanes); a row-wise contraction has no tile, k-block,
-  order or pack;
+  J-block, order or pack;
 - condition 4: lanes are 1 or one of the machine's register widths for the
   storage type (`Machine.lane_widths`), divide the tile's n_j, and on an NT
   contraction need the pack;
@@ -36,7 +36,8 @@ the sizes it is launched at, its realization and the machine, as the seed's
   the structural conditions of the first check, evaluated again).
 
 The loops a split's depth counts are the nest's loops outermost first: for a
-tiled contraction its outer axes, then its block loops in `order` (the I
+tiled contraction its outer axes, then the loop over blocks of J where
+there is a J-block, then its block loops in `order` (the I
 and J block loops, and the k-block loop, which sums), then the loop over K;
 for a row-wise one its outer axes, I, K, J; for a softmax or a reduction
 the kept axes, then the reduced ones; for a group or any other nest the
@@ -232,9 +233,13 @@ def contraction_loops(site: NestOp, shape: Contraction, layout: Mapping[str, Jso
     m, n = layout["tile"]
     kblock = layout["kblock"]
     tiled = tiled_layout(layout)
+    j_loop = _block_loop("J", shape.j, n, j_size, tiled)
+    if tiled.jblock is not None:
+        blocks_of_j, j_loop = _jblock_loops(shape, j_size, tiled)
+        loops.append(blocks_of_j)
     blocks = {
         "I": _block_loop("I", shape.i, m, i_size, tiled),
-        "J": _block_loop("J", shape.j, n, j_size, tiled),
+        "J": j_loop,
         "K": Loop(
             f"the k-block loop ({shape.k} in blocks of {kblock}), which sums",
             _quotient(k_size, kblock if isinstance(kblock, int) else 1),
@@ -253,13 +258,38 @@ def contraction_loops(site: NestOp, shape: Contraction, layout: Mapping[str, Jso
     return [*loops, Loop(f"the loop over K ({shape.k}), which sums", inner, False)]
 
 
-def _block_loop(letter: str, axis: str, block: int, extent: int | None, tiled: TiledLayout) -> Loop:
-    """The I or J block loop; serial where its shifted last tile waits on the k-block loop inside it."""
+def _block_loop(
+    letter: str, axis: str, block: int, extent: int | None, tiled: TiledLayout, tiles: int | None = None
+) -> Loop:  # fmt: skip
+    """The I or J block loop; serial where its shifted last tile waits on the k-block loop inside it.
+
+    `tiles`, where given, is its iterations: a J block loop within a block of J runs that block's tiles."""
     what = f"the {letter} block loop ({axis} in blocks of {block})"
+    count = _quotient(extent, block) if tiles is None else tiles
     if tiled.block_loop_parallel(letter, extent):
-        return Loop(what, _quotient(extent, block), True)
+        return Loop(what, count, True)
     why = "whose last tile, shifted back over the one before it, reads back their shared sums between blocks of K"
-    return Loop(f"{what}, {why}", _quotient(extent, block), False)
+    return Loop(f"{what}, {why}", count, False)
+
+
+def _jblock_loops(shape: Contraction, j_size: int | None, tiled: TiledLayout) -> tuple[Loop, Loop]:
+    """The loop over blocks of J, and the J block loop over one block's tiles inside it.
+
+    Where the blocks do not divide J's tiles, the J block loop's bounds
+    follow the block (the last one is cut short), so no split can move it
+    above the loop over blocks: it is not splittable, as a serial loop is not.
+    """
+    assert tiled.jblock is not None
+    n, per_block = tiled.n, tiled.jblock // tiled.n
+    tiles = _quotient(j_size, n)
+    what = f"the loop over blocks of J ({shape.j} in blocks of {tiled.jblock} columns)"
+    if not tiled.jblock_loop_parallel(j_size):
+        what += ", whose last tile, shifted back over the one before it, reads back their shared sums between blocks of K"
+    blocks_of_j = Loop(what, _quotient(tiles, per_block), tiled.jblock_loop_parallel(j_size))
+    j_loop = _block_loop("J", shape.j, n, j_size, tiled, per_block if tiles is None else min(per_block, tiles))
+    if tiles is None or tiles % per_block:
+        j_loop = Loop(f"{j_loop.what}, whose bounds follow the block of J (the last block is cut short)", j_loop.iterations, False)
+    return blocks_of_j, j_loop
 
 
 def _operand_size(site: NestOp, name: str) -> Size:
@@ -360,10 +390,13 @@ def layout_violation(site: SiteOp, env: Mapping[str, int], machine: Machine) -> 
     return None
 
 
-ROW_WISE_NEUTRAL: dict[str, Json] = {"tile": [1, 1], "kblock": "none", "order": "IJ", "pack": False}
+ROW_WISE_NEUTRAL: dict[str, Json] = {"tile": [1, 1], "kblock": "none", "jblock": "none", "order": "IJ", "pack": False}
 """What a row-wise contraction may state of the tiled form's decisions: their neutral values."""
 
-_NOUNS = {"tile": "the tile is", "kblock": "the k-block is", "order": "the order is", "pack": "the pack is"}
+_NOUNS = {
+    "tile": "the tile is", "kblock": "the k-block is", "jblock": "the J-block is", "order": "the order is",
+    "pack": "the pack is",
+}  # fmt: skip
 
 
 def _condition_3(
@@ -385,7 +418,7 @@ def _condition_3(
                 return LayoutViolation(
                     3, name,
                     "a row-wise contraction keeps its running sums in the output row and has no tile, k-block, "
-                    f"order or pack, but {_NOUNS[name]} {_show(stated[name])}{why}",
+                    f"J-block, order or pack, but {_NOUNS[name]} {_show(stated[name])}{why}",
                 )  # fmt: skip
         return None
     m, n = layout["tile"]
@@ -398,6 +431,13 @@ def _condition_3(
                 f"the tile's {name} = {block} exceeds {letter} ({axis}) = {size}: a tile is no larger than its axes "
                 "(one that does not divide an axis ends its last block at the axis's end, shifted back)",
             )  # fmt: skip
+    jblock = layout.get("jblock", "none")  # a multiple of every n_j of the domain: it holds whole tiles
+    if isinstance(jblock, int) and j_size is not None and jblock > j_size:
+        return LayoutViolation(
+            3, "jblock",
+            f"the J-block of {jblock} exceeds J ({shape.j}) = {j_size}: a J-block is no larger than J "
+            '(one that does not divide J cuts its last block short; "none" runs J in one block)',
+        )  # fmt: skip
     kblock, k_size = layout["kblock"], bound(shape.k_size, env)
     order = layout.get("order", "IJ")
     if isinstance(kblock, int) and "K" in order:

@@ -182,9 +182,9 @@ def program(name: str) -> Program:
 # ---------------------------------------------------------------------------
 # The oracle: the seed's table and conditions, restated.
 
-CONTRACTION_DECISIONS = ("form", "tile", "kblock", "order", "lanes", "split", "pack", "epilogue")
+CONTRACTION_DECISIONS = ("form", "tile", "kblock", "jblock", "order", "lanes", "split", "pack", "epilogue")
 KIND_DECISIONS = {"contraction": CONTRACTION_DECISIONS, "softmax": ("passes", "split"), "other": ("split",)}
-ALL_DECISIONS = ("form", "tile", "kblock", "order", "lanes", "split", "pack", "passes", "epilogue")
+ALL_DECISIONS = ("form", "tile", "kblock", "jblock", "order", "lanes", "split", "pack", "passes", "epilogue")
 REALIZATION_NAMES = ("f64", "f32", "bf16")
 
 
@@ -203,6 +203,7 @@ DOMAIN: dict[str, Callable[[Any], bool]] = {
     and all(is_int(x) for x in v)
     and (v == [1, 1] or (v[0] in (1, 2, 4, 8) and v[1] in (4, 8, 16, 32))),
     "kblock": lambda v: (isinstance(v, str) and v == "none") or (is_int(v) and v in (32, 128)),
+    "jblock": lambda v: (isinstance(v, str) and v == "none") or (is_int(v) and v in (256, 512, 1024)),
     "order": _order_ok,
     "lanes": lambda v: is_int(v) and v in (1, 2, 4, 8, 16),
     "split": lambda v: (isinstance(v, str) and v == "none")
@@ -381,6 +382,8 @@ def valid_value(rng: random.Random, decision: str, decisions: dict[str, Any]) ->
         return rng.choice(([1, 1], [rng.choice((1, 2, 4, 8)), rng.choice((4, 8, 16, 32))]))
     if decision == "kblock":
         return rng.choice(("none", 32, 128))
+    if decision == "jblock":
+        return rng.choice(("none", 256, 512, 1024))
     if decision == "order":
         if decisions.get("kblock", "none") != "none":
             return rng.choice(("IJK", "IKJ", "JIK", "JKI", "KIJ", "KJI"))
@@ -400,6 +403,7 @@ def invalid_value(rng: random.Random, decision: str) -> Any:
         "form": ["Tiled", "rowwise", "row_wise", 1, None],
         "tile": [[3, 8], [1, 2], [16, 8], [2, 1], [4], [1, 8, 1], [1.0, 8], [True, 8], "1x8", [0, 4], 8],
         "kblock": [64, 0, "32", "None", 32.0, True, None, [32]],
+        "jblock": [128, 0, 2048, "512", 512.0, True, None, [512]],
         "order": ["IK", "ij", "IJJ", "IJKI", 12, ["I", "J"], None],
         "lanes": [3, 0, 32, -4, "4", 4.0, True, None, "widest"],
         "split": ["auto", "executor", 2, {"depth": 1}, {"depth": 3, "workers": 2}, {"depth": 0, "workers": 0},
@@ -604,6 +608,7 @@ NEAR_MISSES: dict[str, list[Any]] = {
     "tile": [[3, 8], [1, 2], [16, 8], [2, 1], [1, 64], [4, 64], [0, 4], [-1, 4], [4], [1, 8, 1], [], [1.0, 8], [True, 8],
              [1, "8"], [[1, 8]], "1x8", 8, None, {"m": 1, "n": 8}],
     "kblock": [64, 0, 16, 256, "32", "None", "", 32.0, True, False, None, [32]],
+    "jblock": [32, 0, 300, 2048, -512, "512", "none ", 512.0, True, False, None, [512]],
     "order": ["IK", "ij", "IJJ", "IJKI", "I", "", "KK", 12, ["I", "J"], None],
     "lanes": [3, 0, 5, 32, -4, "4", 4.0, True, None, "widest", [4]],
     "split": ["auto", "executor", "", 2, [1, 2], {}, {"depth": 1}, {"workers": 2}, {"depth": 3, "workers": 2},
@@ -621,6 +626,7 @@ DOMAIN_VALUES: dict[str, list[Any]] = {
     "form": ["tiled", "row-wise"],
     "tile": [[1, 1]] + [[m, n] for m in (1, 2, 4, 8) for n in (4, 8, 16, 32)],
     "kblock": ["none", 32, 128],
+    "jblock": ["none", 256, 512, 1024],
     "order": ["IJ", "JI"],
     "lanes": [1, 2, 4, 8, 16],
     "split": ["none"] + [{"depth": d, "workers": w} for d in (0, 1, 2) for w in (1, 2, 3, 64)],

@@ -330,7 +330,7 @@ def test_condition_3_a_row_wise_contraction_has_no_tile_kblock_order_or_pack(dec
     template = SCORES if decision == "pack" else DOT
     violation = refused(site_of(template, {"form": "row-wise", decision: value}, K=64))
     assert violation.condition == 3 and violation.decision == decision
-    assert violation.reason.endswith(f"has no tile, k-block, order or pack, but {shown}")
+    assert violation.reason.endswith(f"has no tile, k-block, J-block, order or pack, but {shown}")
 
 
 def test_condition_3_a_row_wise_contraction_may_state_the_neutral_values() -> None:

@@ -6,8 +6,8 @@
 // last tile shifted back to the axis's end, or a last k-block cut short),
 // a tile divides the axis of every block loop the k-block loop encloses
 // (there the running sums wait in the output, and a shifted tile would add
-// a block twice), and a row-wise contraction has no tile, k-block, order or
-// pack (their neutral values, [1, 1], "none", "IJ" and false, may be stated). A block loop whose
+// a block twice), a J-block is no larger than J, and a row-wise contraction has no tile, k-block,
+// J-block, order or pack (their neutral values, [1, 1], "none", "none", "IJ" and false, may be stated). A block loop whose
 // shifted last tile waits on the k-block loop inside it is serial (condition 8 refuses its split).
 // First the accepted forms, then one chunk per refusal.
 
@@ -225,7 +225,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, order or pack, but the tile is [1, 8]}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, J-block, order or pack, but the tile is [1, 8]}}
   %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "row-wise", tile = [1, 8]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -240,7 +240,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 64, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "kblock": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, order or pack, but the k-block is 32}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "kblock": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, J-block, order or pack, but the k-block is 32}}
   %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "row-wise", kblock = 32> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -255,7 +255,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "order": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, order or pack, but the order is "JI"}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "order": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, J-block, order or pack, but the order is "JI"}}
   %0 = psk_realize.nest "f/%0" realize <f64, f64> layout <form = "row-wise", order = "JI"> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -270,7 +270,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !K = !psk_core.tensor<[batch: 2, heads: 2, seq2: 8, hd: 32]>
 !S = !psk_core.tensor<[batch: 2, heads: 2, seq: 8, seq2: 8]>
 func.func @f(%q: !Q, %k: !K) -> !S {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, order or pack, but the pack is true}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, J-block, order or pack, but the pack is true}}
   %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "row-wise", pack = true> : !S {
     %0 = psk_core.ein %q[batch, heads, seq, hd], %k[batch, heads, seq2, hd] : !S
     psk_realize.yield %0 : !S
@@ -285,7 +285,7 @@ func.func @f(%q: !Q, %k: !K) -> !S {
 !W = !psk_core.tensor<[k: 8, j: 12]>
 !O = !psk_core.tensor<[i: 4, j: 12]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, order or pack, but the tile is [2, 4]; the form is row-wise by default here, since J (j) = 12 is not a multiple of eight: state "form": "tiled" for a tile}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: a row-wise contraction keeps its running sums in the output row and has no tile, k-block, J-block, order or pack, but the tile is [2, 4]; the form is row-wise by default here, since J (j) = 12 is not a multiple of eight: state "form": "tiled" for a tile}}
   %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <tile = [2, 4]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -317,6 +317,35 @@ psk_core.const_dim @M = 4
 func.func @f(%a: !A, %w: !W) -> !O {
   // expected-error @+1 {{E7002: nest "f/%0", decision "tile": condition 3: the tile's n_j = 8 exceeds J (j) = 4: a tile is no larger than its axes (one that does not divide an axis ends its last block at the axis's end, shifted back)}}
   %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [1, 8]> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// accepted: a J-block that does not divide J (its last block is cut short)
+!A = !psk_core.tensor<[i: 4, k: 64]>
+!W = !psk_core.tensor<[k: 64, j: 300]>
+!O = !psk_core.tensor<[i: 4, j: 300]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [4, 16], kblock = 32, jblock = 256, order = "JIK"> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
+// a J-block larger than J
+!A = !psk_core.tensor<[i: 4, k: 64]>
+!W = !psk_core.tensor<[k: 64, j: 300]>
+!O = !psk_core.tensor<[i: 4, j: 300]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "jblock": condition 3: the J-block of 512 exceeds J (j) = 300: a J-block is no larger than J (one that does not divide J cuts its last block short; "none" runs J in one block)}}
+  %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <form = "tiled", tile = [4, 16], jblock = 512> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
   }

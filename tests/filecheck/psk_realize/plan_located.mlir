@@ -51,7 +51,7 @@ func.func @linear(%a: !A, %w: !W, %b: !B) -> !O {
   // DOT-TILE-NOT: Traceback
   // LANES-FLOAT: plan_located.mlir:[[# @LINE + 10]]:3: error: E7002: {{.*}}Inputs/located_dot_lanes_float.json: nest "linear/%0", decision "lanes": lanes are 1, a register's width (2, 4, 8, 16) or full, not 4.0
   // ORDER: plan_located.mlir:[[# @LINE + 9]]:3: error: E7002: {{.*}}Inputs/located_dot_order.json: nest "linear/%0", decision "order": order "IJK" names K, but there is no k-block: without one the order is "IJ" or "JI"
-  // UNKNOWN: plan_located.mlir:[[# @LINE + 8]]:3: error: E7002: {{.*}}Inputs/located_dot_unknown.json: nest "linear/%0", decision "vector": there is no decision "vector"; the decisions are form, tile, kblock, order, lanes, split, pack, passes, epilogue
+  // UNKNOWN: plan_located.mlir:[[# @LINE + 8]]:3: error: E7002: {{.*}}Inputs/located_dot_unknown.json: nest "linear/%0", decision "vector": there is no decision "vector"; the decisions are form, tile, kblock, jblock, order, lanes, split, pack, passes, epilogue
   // EPILOGUE-STRING: plan_located.mlir:[[# @LINE + 7]]:3: error: E7002: {{.*}}Inputs/located_epilogue_string.json: nest "linear/%0", decision "epilogue": an epilogue is true or false, not "true"
   // EPILOGUE-MIXED: plan_located.mlir:[[# @LINE + 6]]:3: error: E7002: {{.*}}Inputs/located_epilogue_mixed.json: nest "linear/%0", decision "epilogue": the add's site "linear/%1" is realized in bf16, the product in f32; one kernel computes both
   // EPILOGUE-MIXED-NEXT: {{^}}  %0 = psk_core.dot %a, %w : !O

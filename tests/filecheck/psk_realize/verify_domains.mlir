@@ -339,6 +339,21 @@ func.func @f(%a: !A, %w: !W) -> !O {
 
 // -----
 
+// jblock: 300 (the J-blocks are 256, 512 and 1024 columns)
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+func.func @f(%a: !A, %w: !W) -> !O {
+  // expected-error @+1 {{E7002: nest "f/%0", decision "jblock": a J-block is "none", 256, 512 or 1024 columns, not 300}}
+  %0 = psk_realize.nest "f/%0" layout <jblock = 300> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  func.return %0 : !O
+}
+
+// -----
+
 // kblock: 0
 !A = !psk_core.tensor<[i: 4, k: 8]>
 !W = !psk_core.tensor<[k: 8, j: 16]>
@@ -1083,7 +1098,7 @@ func.func @f(%x: !S) -> !S {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "tiles": there is no decision "tiles"; the decisions are form, tile, kblock, order, lanes, split, pack, passes, epilogue}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "tiles": there is no decision "tiles"; the decisions are form, tile, kblock, jblock, order, lanes, split, pack, passes, epilogue}}
   %0 = psk_realize.nest "f/%0" layout <tiles = [1, 8]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -1098,7 +1113,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "Tile": there is no decision "Tile"; the decisions are form, tile, kblock, order, lanes, split, pack, passes, epilogue}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "Tile": there is no decision "Tile"; the decisions are form, tile, kblock, jblock, order, lanes, split, pack, passes, epilogue}}
   %0 = psk_realize.nest "f/%0" layout <Tile = [1, 8]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -1113,7 +1128,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !K = !psk_core.tensor<[b: 2, h: 2, t: 8, d: 4]>
 !O = !psk_core.tensor<[b: 2, h: 2, s: 8, t: 8]>
 func.func @f(%q: !Q, %k: !K) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "vectorize": there is no decision "vectorize"; the decisions are form, tile, kblock, order, lanes, split, pack, passes, epilogue}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "vectorize": there is no decision "vectorize"; the decisions are form, tile, kblock, jblock, order, lanes, split, pack, passes, epilogue}}
   %0 = psk_realize.nest "f/%0" layout <tile = [4, 16], vectorize = true, lanes = 4> : !O {
     %0 = psk_core.ein %q[b, h, s, d], %k[b, h, t, d] : !O
     psk_realize.yield %0 : !O
@@ -1126,7 +1141,7 @@ func.func @f(%q: !Q, %k: !K) -> !O {
 // unknown decision on a softmax
 !S = !psk_core.tensor<[s: 8, t: 8]>
 func.func @f(%x: !S) -> !S {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "fused": there is no decision "fused"; the decisions are form, tile, kblock, order, lanes, split, pack, passes, epilogue}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "fused": there is no decision "fused"; the decisions are form, tile, kblock, jblock, order, lanes, split, pack, passes, epilogue}}
   %0 = psk_realize.nest "f/%0" layout <fused = true> : !S {
     %0 = psk_core.softmax %x [t] : !S
     psk_realize.yield %0 : !S
@@ -1139,7 +1154,7 @@ func.func @f(%x: !S) -> !S {
 // unknown decision on a group
 !S = !psk_core.tensor<[s: 8, t: 8]>
 func.func @f(%x: !S) -> !S {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "threads": there is no decision "threads"; the decisions are form, tile, kblock, order, lanes, split, pack, passes, epilogue}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "threads": there is no decision "threads"; the decisions are form, tile, kblock, jblock, order, lanes, split, pack, passes, epilogue}}
   %0 = psk_realize.group "f/%0" layout <threads = 4> : !S {
     %0 = psk_core.exp %x : !S
     psk_realize.yield %0 : !S
@@ -1153,7 +1168,7 @@ func.func @f(%x: !S) -> !S {
 !S = !psk_core.tensor<[s: 8, t: 8]>
 !R = !psk_core.tensor<[s: 8]>
 func.func @f(%x: !S) -> !R {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "unroll": there is no decision "unroll"; the decisions are form, tile, kblock, order, lanes, split, pack, passes, epilogue}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "unroll": there is no decision "unroll"; the decisions are form, tile, kblock, jblock, order, lanes, split, pack, passes, epilogue}}
   %0 = psk_realize.nest "f/%0" layout <unroll = 2> : !R {
     %0 = psk_core.sum %x [t] : !R
     psk_realize.yield %0 : !R
@@ -1179,7 +1194,7 @@ func.func @f(%x: !S) -> !S {
 // an unknown decision and a decision of another kind: the unknown one is reported
 !S = !psk_core.tensor<[s: 8, t: 8]>
 func.func @f(%x: !S) -> !S {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "lane": there is no decision "lane"; the decisions are form, tile, kblock, order, lanes, split, pack, passes, epilogue}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "lane": there is no decision "lane"; the decisions are form, tile, kblock, jblock, order, lanes, split, pack, passes, epilogue}}
   %0 = psk_realize.nest "f/%0" layout <tile = [1, 8], lane = 4> : !S {
     %0 = psk_core.softmax %x [t] : !S
     psk_realize.yield %0 : !S
