@@ -28,6 +28,7 @@ from typing import Any
 from presk.dialects import psk_core as core
 from presk.dialects.psk_realize import NestOp, resolved_defaults
 from presk.dialects.psk_realize_layout import (
+    JBLOCKS,
     KBLOCKS,
     MAX_SPLIT_DEPTH,
     ORDERS_WITH_KBLOCK,
@@ -41,9 +42,13 @@ from presk.passes.vectorize import tile_registers
 from presk.passes.verify_layout import Loop, bound, contraction_loops, site_loops, site_types
 from presk.target import Machine
 
-__all__ = ["SPACES", "Point", "contraction_points", "nest_space", "point_key", "softmax_points", "split_choices", "tiles"]
+__all__ = [
+    "SPACES", "Point", "contraction_points", "jblocks_of", "nest_space", "point_key", "softmax_points", "split_choices",
+    "tiles",
+]  # fmt: skip
 
 Point = dict[str, Any]
+ELEMENT_BYTES = {"f64": 8, "f32": 4, "bf16": 2}
 """A layout as plan JSON."""
 
 SPACES: tuple[str, ...] = ("quick", "full")
@@ -68,6 +73,35 @@ def kblock_orders() -> list[tuple[Any, str]]:
     return pairs
 
 
+def jblocks_of(
+    kblock: Any, order: str, j_size: int | None, space: str, element_bytes: int, machine: Machine
+) -> list[Any]:  # fmt: skip
+    """The J-blocks a (k-block, order) pair takes: `"none"`, and with K outermost those no larger than J.
+
+    A loop over blocks of J pays where a block of K reads operand 1's
+    k-block once per row of tiles (K the outermost block loop) and that
+    k-block crowds the core's private cache: f64 at J = 2048 and k-block
+    128 is 2 MiB, all of a 2 MiB L2 (`docs/performance.md`, "A loop over
+    blocks of J"). `quick` offers J-blocks of 256 and 512 at the k-block of
+    128 only where the k-block takes half the private cache or more, since
+    the cost model prices a J-block as it prices the point without one (it
+    does not see the k-block's reuse in L2), and elsewhere would choose one
+    by a split alone: the MLP's [2048, 384] · [384, 1536] in f32 on two
+    threads took 38.8–39.4 ms under the plan's J-block of 256 against 36.9
+    without. `full` offers every J-block up to J.
+    """
+    if kblock == "none" or not order.startswith("K") or j_size is None:
+        return ["none"]
+    sizes = [jb for jb in JBLOCKS if jb != "none" and jb <= j_size]
+    if space == "quick":
+        private = machine.private_cache
+        crowded = private is not None and 2 * kblock * j_size * element_bytes >= private.size
+        if kblock != max(k for k in KBLOCKS if k != "none") or not crowded:
+            return ["none"]
+        sizes = [jb for jb in sizes if jb <= 512]
+    return ["none", *sizes]
+
+
 def split_choices(loops: list[Loop], machine: Machine) -> list[Any]:
     """`"none"`, then every parallel loop within the split's depths over each worker count above one."""
     workers = [p for p in machine.allowed_workers() if p > 1]
@@ -90,7 +124,7 @@ def _fits(tile: list[int], lanes: int, machine: Machine) -> bool:
 def contraction_points(
     site: NestOp, shape: Contraction, env: Mapping[str, int], machine: Machine, space: str = "quick"
 ) -> list[Point]:
-    """The tiled points (tile × k-block/order × lanes × pack × split), then the row-wise ones (a dot's).
+    """The tiled points (tile × k-block/order × J-block × lanes × pack × split), then the row-wise ones (a dot's).
 
     A tiled point states `"form": "tiled"` only where the nest's default form
     is row-wise (a dot whose J is not a multiple of eight): elsewhere it is
@@ -98,19 +132,23 @@ def contraction_points(
     """
     storage, _ = site_types(site)
     row_wise_default = resolved_defaults(site, env).get("form") == "row-wise"
+    j_size = bound(shape.j_size, env)
     points: list[Point] = []
     for tile in tiles():
         for lanes in _lanes_for(tile, storage, machine):
             if space == "quick" and not _fits(tile, lanes, machine):
                 continue
             for kblock, order in kblock_orders():
-                shape_layout = {"form": "tiled", "tile": tile, "kblock": kblock, "order": order}
-                splits = split_choices(contraction_loops(site, shape, shape_layout, env), machine)
-                for pack in (False, True):
-                    for split in splits:
-                        point: Point = {"form": "tiled"} if row_wise_default else {}
-                        point.update(tile=list(tile), kblock=kblock, order=order, lanes=lanes, pack=pack, split=split)
-                        points.append(point)
+                for jblock in jblocks_of(kblock, order, j_size, space, ELEMENT_BYTES[storage], machine):
+                    shape_layout = {"form": "tiled", "tile": tile, "kblock": kblock, "jblock": jblock, "order": order}
+                    splits = split_choices(contraction_loops(site, shape, shape_layout, env), machine)
+                    for pack in (False, True):
+                        for split in splits:
+                            point: Point = {"form": "tiled"} if row_wise_default else {}
+                            point.update(tile=list(tile), kblock=kblock, order=order, lanes=lanes, pack=pack, split=split)
+                            if jblock != "none":  # a point without one states what it stated before J-blocks
+                                point["jblock"] = jblock
+                            points.append(point)
     if shape.is_dot:
         loops = contraction_loops(site, shape, {"form": "row-wise"}, env)
         points += [{"form": "row-wise", "split": split} for split in split_choices(loops, machine)]

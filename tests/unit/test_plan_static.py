@@ -77,6 +77,41 @@ def gemm_nests(n: int, dtype: str = "f32") -> list[Nest]:
 # The space.
 
 
+@pytest.mark.parametrize("n, dtype", [(2048, "f64"), (512, "f32")])
+def test_the_space_has_jblocks_where_k_is_outermost_and_j_holds_them(n: int, dtype: str) -> None:
+    """`full` adds every J-block up to J to the K-outer orders at every k-block; `quick` J-blocks of
+    256 and 512 at the k-block of 128, where that k-block of operand 1 takes half the core's private
+    cache or more (f64 at 2048: 2 MiB; f32 at 512: 256 KiB, half an AVX2 Zen 3's L2, an eighth of the
+    Xeon's). Each is a point of the space with a J-block added."""
+    machine = target_machine()
+    (nest,) = gemm_nests(n, dtype)
+    iso, _ = nest.shapes[0]
+    quick, full = nest_space(iso.site, {}, machine, "quick"), nest_space(iso.site, {}, machine, "full")
+    private = machine.private_cache
+    crowded = private is not None and 2 * 128 * n * {"f64": 8, "f32": 4}[dtype] >= private.size
+    within = {jb for jb in (256, 512, 1024) if jb <= n}
+    for space, kblocks, jblocks in ((quick, {128}, {256, 512} if crowded else set()), (full, {32, 128}, within)):
+        blocked = [p for p in space if "jblock" in p]
+        assert {p["jblock"] for p in blocked} == jblocks
+        if not blocked:
+            continue
+        assert {p["order"] for p in blocked} == {"KIJ", "KJI"} and {p["kblock"] for p in blocked} == kblocks
+
+        def unsplit(point: dict[str, Any]) -> str:  # the splits differ: a J-block adds a loop to divide
+            return point_key({n: v for n, v in point.items() if n not in ("jblock", "split")})
+
+        assert {unsplit(p) for p in blocked} <= {unsplit(p) for p in space if "jblock" not in p}
+    assert {point_key(p) for p in quick} <= {point_key(p) for p in full}
+    # The loop over blocks of J is the first a split may divide (the space is unchecked: the checks refuse
+    # the split of one block, condition 8); every other point with a J-block lowers.
+    for point in (p for p in full if "jblock" in p and p["tile"] in ([1, 1], [4, 16])):
+        violation = iso.violation(point, machine)
+        one_block = point["jblock"] == n and isinstance(point["split"], dict) and point["split"]["depth"] == 0
+        assert (violation is not None) == one_block, (point, violation)
+        if one_block:
+            assert violation.condition == 8 and "the loop over blocks of J" in violation.reason  # type: ignore[union-attr]
+
+
 def test_space_of_a_gemm_counts_domain_and_quick_within_full() -> None:
     machine = target_machine()
     (nest,) = gemm_nests(64)
