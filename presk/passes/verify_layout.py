@@ -433,11 +433,7 @@ def _condition_3(
             )  # fmt: skip
     jblock = layout.get("jblock", "none")  # a multiple of every n_j of the domain: it holds whole tiles
     if isinstance(jblock, int) and j_size is not None and jblock > j_size:
-        return LayoutViolation(
-            3, "jblock",
-            f"the J-block of {jblock} exceeds J ({shape.j}) = {j_size}: a J-block is no larger than J "
-            '(one that does not divide J cuts its last block short; "none" runs J in one block)',
-        )  # fmt: skip
+        return _block_exceeds_axis("jblock", "J-block", jblock, "J", shape.j, j_size, "runs J in one block")
     kblock, k_size = layout["kblock"], bound(shape.k_size, env)
     order = layout.get("order", "IJ")
     if isinstance(kblock, int) and "K" in order:
@@ -451,12 +447,19 @@ def _condition_3(
                 "before it would add their shared elements' block twice",
             )  # fmt: skip
     if isinstance(kblock, int) and k_size is not None and kblock > k_size:
-        return LayoutViolation(
-            3, "kblock",
-            f"the k-block of {kblock} exceeds K ({shape.k}) = {k_size}: a k-block is no larger than K "
-            '(one that does not divide K cuts its last block short; "none" sums K in one block)',
-        )  # fmt: skip
+        return _block_exceeds_axis("kblock", "k-block", kblock, "K", shape.k, k_size, "sums K in one block")
     return None
+
+
+def _block_exceeds_axis(
+    decision: str, noun: str, block: int, letter: str, axis: str, size: int, unblocked: str
+) -> LayoutViolation:  # fmt: skip
+    """Condition 3 for a k-block or J-block larger than its axis (one smaller need not divide it)."""
+    return LayoutViolation(
+        3, decision,
+        f"the {noun} of {block} exceeds {letter} ({axis}) = {size}: a {noun} is no larger than {letter} "
+        f'(one that does not divide {letter} cuts its last block short; "none" {unblocked})',
+    )  # fmt: skip
 
 
 def _condition_4(shape: Contraction, layout: Mapping[str, Json], storage: str, machine: Machine) -> LayoutViolation | None:

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from presk.dialects import psk_core as core
-from presk.dialects.psk_realize import NestOp, resolved_defaults
+from presk.dialects.psk_realize import STORAGE_BYTES, NestOp, resolved_defaults
 from presk.dialects.psk_realize_layout import (
     JBLOCKS,
     KBLOCKS,
@@ -48,7 +48,6 @@ __all__ = [
 ]  # fmt: skip
 
 Point = dict[str, Any]
-ELEMENT_BYTES = {"f64": 8, "f32": 4, "bf16": 2}
 """A layout as plan JSON."""
 
 SPACES: tuple[str, ...] = ("quick", "full")
@@ -139,7 +138,7 @@ def contraction_points(
             if space == "quick" and not _fits(tile, lanes, machine):
                 continue
             for kblock, order in kblock_orders():
-                for jblock in jblocks_of(kblock, order, j_size, space, ELEMENT_BYTES[storage], machine):
+                for jblock in jblocks_of(kblock, order, j_size, space, STORAGE_BYTES[storage], machine):
                     shape_layout = {"form": "tiled", "tile": tile, "kblock": kblock, "jblock": jblock, "order": order}
                     splits = split_choices(contraction_loops(site, shape, shape_layout, env), machine)
                     for pack in (False, True):
