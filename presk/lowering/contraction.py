@@ -188,13 +188,16 @@ def tiled_layout(layout: Mapping[str, Any]) -> TiledLayout:
     """The tile, k-block and order of a resolved layout (their defaults where absent)."""
     tile = layout.get("tile")
     m, n = tile if isinstance(tile, list) and len(tile) == 2 else (1, 1)
-    kblock = layout.get("kblock", "none")
-    size = kblock if isinstance(kblock, int) and not isinstance(kblock, bool) else None
+    size = _block_size(layout.get("kblock", "none"))
     order = layout.get("order")
     if not isinstance(order, str) or ("K" in order) != (size is not None):
         order = "IJK" if size is not None else "IJ"
-    jblock = layout.get("jblock", "none")
-    return TiledLayout(m, n, size, order, jblock if isinstance(jblock, int) and not isinstance(jblock, bool) else None)
+    return TiledLayout(m, n, size, order, _block_size(layout.get("jblock", "none")))
+
+
+def _block_size(value: Any) -> int | None:
+    """A k-block's or J-block's size as a layout states it, or None for `"none"`."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def lanes_attribute(value: int) -> IntegerAttr:
@@ -330,16 +333,16 @@ def _tiled(
     with ExitStack() as stack:
         ivs: dict[str, SSAValue] = {}
         outer_k: dict[str, SSAValue] = {}  # the summed axes besides K, where the k-block loop encloses I or J
-        j_block = None  # the counter of the loop over blocks of J
+        j_block = None  # the counter of the loop over blocks of J, of `per_block` tiles each
+        per_block = tl.jblock // n if tl.jblock is not None else counts["J"]
         if tl.jblock is not None:
-            j_blocks = blocks(counts["J"], tl.jblock // n)
-            j_block = stack.enter_context(kb.loop(j_blocks, parallel=tl.jblock_loop_parallel(n_j))).iv
+            j_block = stack.enter_context(kb.loop(blocks(counts["J"], per_block), parallel=tl.jblock_loop_parallel(n_j))).iv
         for letter in letters:
             if letter == "K":
                 outer_k = {name: stack.enter_context(kb.loop(size)).iv for name, size in zip(c.k_outer, k_outer)}
             parallel = letter != "K" and tl.block_loop_parallel(letter, {"I": n_i, "J": n_j}[letter])
             if letter == "J" and j_block is not None:
-                loop, ivs["J"] = _tiles_of_block(kb, stack, j_block, tl.jblock // n, counts["J"], parallel)  # type: ignore[operator]
+                loop, ivs["J"] = _tiles_of_block(kb, stack, j_block, per_block, counts["J"], parallel)
             else:
                 loop = stack.enter_context(kb.loop(counts[letter], parallel=parallel))
                 ivs[letter] = loop.iv

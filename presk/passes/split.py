@@ -84,9 +84,7 @@ def apply_split(k: kernel.KernelOp, split: Any, machine: Machine) -> Violation |
     if PARALLEL not in loop.attributes:
         return 8, "split", f"the loop at depth {depth} is serial (its iterations carry running sums or run in order)"
     count = trip_count(loop)
-    if count is None:
-        return 8, "split", f"the loop at depth {depth} takes its bounds from a loop around it (a block's share of its axis)"
-    if count < 2:
+    if count is None or count < 2:
         return 8, "split", f"the loop at depth {depth} has {count} iteration{'s' if count != 1 else ''}; a split needs two or more"
     allowed = machine.allowed_workers()
     if workers not in allowed:

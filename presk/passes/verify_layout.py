@@ -283,9 +283,10 @@ def _jblock_loops(shape: Contraction, j_size: int | None, tiled: TiledLayout) ->
     n, per_block = tiled.n, tiled.jblock // tiled.n
     tiles = _quotient(j_size, n)
     what = f"the loop over blocks of J ({shape.j} in blocks of {tiled.jblock} columns)"
-    if not tiled.jblock_loop_parallel(j_size):
+    parallel = tiled.jblock_loop_parallel(j_size)
+    if not parallel:
         what += ", whose last tile, shifted back over the one before it, reads back their shared sums between blocks of K"
-    blocks_of_j = Loop(what, _quotient(tiles, per_block), tiled.jblock_loop_parallel(j_size))
+    blocks_of_j = Loop(what, _quotient(tiles, per_block), parallel)
     j_loop = _block_loop("J", shape.j, n, j_size, tiled, per_block if tiles is None else min(per_block, tiles))
     if tiles is None or tiles % per_block:
         j_loop = Loop(f"{j_loop.what}, whose bounds follow the block of J (the last block is cut short)", j_loop.iterations, False)

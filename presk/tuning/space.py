@@ -72,6 +72,9 @@ def kblock_orders() -> list[tuple[Any, str]]:
     return pairs
 
 
+LARGEST_KBLOCK = max(k for k in KBLOCKS if k != "none")
+
+
 def jblocks_of(
     kblock: Any, order: str, j_size: int | None, space: str, element_bytes: int, machine: Machine
 ) -> list[Any]:  # fmt: skip
@@ -95,7 +98,7 @@ def jblocks_of(
     if space == "quick":
         private = machine.private_cache
         crowded = private is not None and 2 * kblock * j_size * element_bytes >= private.size
-        if kblock != max(k for k in KBLOCKS if k != "none") or not crowded:
+        if kblock != LARGEST_KBLOCK or not crowded:
             return ["none"]
         sizes = [jb for jb in sizes if jb <= 512]
     return ["none", *sizes]
