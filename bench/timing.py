@@ -32,6 +32,25 @@ class Timing:
         return f"{self.median_s * 1e3:.3f}"
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of `n` contenders, one per round, in which each follows each other equally often: a Williams design.
+
+    The first order is 0, 1, n−1, 2, n−2, …; the others add 1, 2, … to it
+    modulo n. For an even n those n orders hold every ordered pair of
+    neighbours once; for an odd n the n orders reversed are added, and
+    every pair is there twice.
+    """
+    first, low, high = [0], 1, n - 1
+    while low <= high:
+        first.append(low)
+        low += 1
+        if low <= high:
+            first.append(high)
+            high -= 1
+    orders = [[(i + shift) % n for i in first] for shift in range(n)]
+    return orders if n % 2 == 0 else orders + [order[::-1] for order in orders]
+
+
 def side_by_side(
     contenders: Mapping[str, Callable[[], object]],
     rounds: int = 21,
@@ -53,6 +72,14 @@ def side_by_side(
     to sleep, caches holding the other's data), which costs torch's OpenMP
     pool far more than presk's: the attention `ein`s ran twice as slow in
     torch interleaved call by call as in a process of their own.
+
+    The order of the turns follows `balanced_orders`: over its rounds every
+    contender follows every other equally often. A contender leaves the
+    machine disturbed for the next few milliseconds (the GEMM's default
+    layout slowed the next two threads' 512³ f64 product, presk's or
+    torch's, by 10 % for its first four calls), and an order that only
+    rotates keeps each contender's predecessor: the best point followed the
+    default in three rounds of four there, torch never did.
     """
     if block < 1:
         raise ValueError(f"block is a number of calls, at least 1, not {block}")
@@ -61,9 +88,9 @@ def side_by_side(
             fn()
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     names = list(contenders)
+    orders = balanced_orders(len(names))
     for r in range(rounds):
-        # Each round starts one contender later, so that none always follows the same one.
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+        for name in (names[i] for i in orders[r % len(orders)]):
             fn = contenders[name]
             calls = []
             for _ in range(block):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from timing import positive_int, side_by_side, sweep  # noqa: E402
+from timing import balanced_orders, positive_int, side_by_side, sweep  # noqa: E402
 
 from presk.diagnostics import PreskError  # noqa: E402
 
@@ -56,11 +57,24 @@ def test_sweep_counts_refusals_by_code_and_sorts_fastest_first() -> None:
     assert calls.count("a") == calls.count("b") == 1 + 3  # one warm-up call, then the screen
 
 
-def test_turns_rotate_and_count_all_but_the_first_call() -> None:
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_balanced_orders_let_every_contender_follow_every_other_equally_often(n: int) -> None:
+    orders = balanced_orders(n)
+    assert all(sorted(order) == list(range(n)) for order in orders)
+    follows = Counter((a, b) for order in orders for a, b in zip(order, order[1:]))
+    assert set(follows) == {(a, b) for a in range(n) for b in range(n) if a != b}
+    assert len(set(follows.values())) <= 1
+
+
+def test_turns_follow_the_balanced_orders_and_count_all_but_the_first_call() -> None:
     order: list[str] = []
-    contenders = {name: (lambda name=name: order.append(name)) for name in "xyz"}
-    timings = side_by_side(contenders, rounds=3, warmup=0, progress=False, block=2)
-    assert order == ["x", "x", "y", "y", "z", "z", "y", "y", "z", "z", "x", "x", "z", "z", "x", "x", "y", "y"]
-    assert all(t.rounds == 3 for t in timings.values())
+    contenders = {name: (lambda name=name: order.append(name)) for name in "xyzw"}
+    timings = side_by_side(contenders, rounds=4, warmup=0, progress=False, block=2)
+    turns = order[::2]
+    assert order[1::2] == turns
+    assert turns == ["x", "y", "w", "z", "y", "z", "x", "w", "z", "w", "y", "x", "w", "x", "z", "y"]
+    # The best point no longer follows the same contender (here "x") in most rounds.
+    assert sum(a == "x" for a, b in zip(turns, turns[1:]) if b == "y") == 1
+    assert all(t.rounds == 4 for t in timings.values())
     with pytest.raises(ValueError, match="at least 1"):
         side_by_side(contenders, block=0)
