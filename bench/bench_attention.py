@@ -16,8 +16,9 @@ is told `torch.set_num_threads`. Per `ein`:
 1. Sweep: every point of the swept space (`--space`) is lowered through the
    real pipeline (`presk.pipeline.lower`), run once to warm up and
    timed over `--screen` calls (median). Points the layout checks refuse
-   (E7002) are counted and skipped.
-2. Side by side: the default layout, the best swept point,
+   (E7002) are counted and skipped. The `--finalists` fastest are timed
+   again side by side (`timing.final`), and the fastest there is the best.
+2. Side by side: the default layout, the best point,
    `numpy.einsum(..., optimize=True)` and `torch.einsum`, timed in turn for
    `--rounds` rounds (`bench/timing.py`), each turn `--block` consecutive
    calls of which all but the first count (a contender's steady state: one
@@ -129,7 +130,7 @@ def _progress(text: str) -> None:
 def _worker(args: argparse.Namespace) -> None:
     """One thread count: per ein, sweep, then the side-by-side timing; one JSON line per ein."""
     import numpy as np
-    from timing import side_by_side, sweep, torch_or_none
+    from timing import final, side_by_side, sweep, torch_or_none
 
     from presk import sizes
     from presk.target import target_machine
@@ -187,7 +188,7 @@ def _worker(args: argparse.Namespace) -> None:
         )
         if sys.stderr.isatty():
             sys.stderr.write("\n")
-        best = swept[0][1]
+        best = final(swept, call, count=args.finalists, rounds=args.rounds, block=args.block)
         default_host, best_host = program(None), program(best)
         # The bits: the best point computes the default's.
         default_out = default_host([x, y])[0].copy()
@@ -275,6 +276,13 @@ def main() -> None:
         help="timed calls per point in the sweep (default 3)",
     )
     parser.add_argument(
+        "--finalists",
+        type=positive_int,
+        default=4,
+        help="the sweep's fastest points timed again side by side (--rounds rounds of --block calls)"
+        " before the best is chosen (default 4; 1: the sweep's first)",
+    )
+    parser.add_argument(
         "--rounds",
         type=positive_int,
         default=15,
@@ -314,7 +322,7 @@ def main() -> None:
         )
 
     worker_args = ["--eins", ",".join(args.eins), "--space", args.space, "--screen", str(args.screen),
-                   "--rounds", str(args.rounds), "--block", str(args.block),
+                   "--finalists", str(args.finalists), "--rounds", str(args.rounds), "--block", str(args.block),
                    *(f"--dim={n}={v}" for n, v in dims.items())]  # fmt: skip
     records = run_per_thread_count(__file__, [int(t) for t in str(args.threads).split(",")], worker_args, report)
     print()

@@ -19,8 +19,10 @@ OpenBLAS reads its thread count when it is imported): `OPENBLAS_NUM_THREADS`,
    `psk-split` strip-mines (each worker runs every block of K over its
    own rows or columns). The packed K-outer points also run with a J-block
    of 256 and 512 columns (`"jblock"`, BLIS's loop over n_c), whose loop
-   over blocks of J is outermost and parallel.
-2. Side by side: the default layout, the best swept point, numpy.matmul and
+   over blocks of J is outermost and parallel. The `--finalists` fastest
+   are timed again side by side (`timing.final`), and the fastest there is
+   the best point.
+2. Side by side: the default layout, the best point, numpy.matmul and
    torch.matmul, timed in turn for `--rounds` rounds of `--block` calls each,
    the first of each turn not counted (`bench/timing.py`);
    medians, GFLOP/s (2·N³ / time), best/default and best/peer ratios.
@@ -132,7 +134,7 @@ def _label(layout: dict[str, Any] | None) -> str:
 def _worker(args: argparse.Namespace) -> None:
     """One thread count: sweep, then the side-by-side table, one JSON line per (dtype, size)."""
     import numpy as np
-    from timing import side_by_side, sweep, torch_or_none
+    from timing import final, side_by_side, sweep, torch_or_none
 
     from presk import sizes
     from presk.target import target_machine
@@ -179,7 +181,7 @@ def _worker(args: argparse.Namespace) -> None:
             refused = sum(refusals.values())
             if sys.stderr.isatty():
                 sys.stderr.write("\r" + " " * 70 + "\r")
-            best = swept[0][1]
+            best = final(swept, call, count=args.finalists, rounds=args.rounds, block=args.block)
             default_host, best_host = program(None), program(best)
             # The bits: the best point computes the default's.
             same = default_host([a, b])[0].tobytes() == best_host([a, b])[0].tobytes()
@@ -230,6 +232,9 @@ def main() -> None:
                         help="sweep these layouts (a JSON list) instead of --space, e.g. to time a run's best points again")
     parser.add_argument("--screen", type=positive_int, default=3,
                         help="timed calls per point in the sweep (default 3)")
+    parser.add_argument("--finalists", type=positive_int, default=4,
+                        help="the sweep's fastest points timed again side by side (--rounds rounds of --block calls)"
+                             " before the best is chosen (default 4; 1: the sweep's first)")
     parser.add_argument("--rounds", type=positive_int, default=9, help="rounds of the side-by-side timing (default 9)")
     parser.add_argument("--block", type=positive_int, default=3,
                         help="consecutive calls of a contender per round, the first not counted (default 3)")
@@ -251,7 +256,8 @@ def main() -> None:
         )
 
     worker_args = ["--sizes", ",".join(map(str, args.sizes)), "--dtypes", ",".join(args.dtypes), "--space", args.space,
-                   "--screen", str(args.screen), "--rounds", str(args.rounds), "--block", str(args.block)]  # fmt: skip
+                   "--screen", str(args.screen), "--finalists", str(args.finalists),
+                   "--rounds", str(args.rounds), "--block", str(args.block)]  # fmt: skip
     if args.points is not None:
         worker_args += ["--points", json.dumps(args.points)]
     records = run_per_thread_count(__file__, [int(t) for t in str(args.threads).split(",")], worker_args, report)

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from timing import balanced_orders, positive_int, side_by_side, sweep  # noqa: E402
+from timing import balanced_orders, final, positive_int, side_by_side, sweep  # noqa: E402
 
 from presk.diagnostics import PreskError  # noqa: E402
 
@@ -78,3 +78,19 @@ def test_turns_follow_the_balanced_orders_and_count_all_but_the_first_call() -> 
     assert all(t.rounds == 4 for t in timings.values())
     with pytest.raises(ValueError, match="at least 1"):
         side_by_side(contenders, block=0)
+
+
+def test_the_final_picks_the_fastest_finalist_timed_again_not_the_sweeps_first() -> None:
+    now = [0.0]
+    cost = {"lucky": 3.0, "steady": 2.0, "slow": 5.0, "last": 1.0}
+
+    def build(point: str) -> object:
+        def call() -> None:
+            now[0] += cost[point]
+
+        return call
+
+    # The sweep's order, as a noisy minute left it: "lucky" first, "last" beyond the finalists.
+    swept = [(1.0, "lucky"), (1.5, "steady"), (1.6, "slow"), (9.0, "last")]
+    assert final(swept, build, count=3, rounds=3, block=2, clock=lambda: now[0]) == "steady"
+    assert final(swept, build, count=1, clock=lambda: now[0]) == "lucky"
