@@ -195,11 +195,11 @@ def final(
     """The fastest of the sweep's first `count` points, timed again side by side: the point a benchmark reports.
 
     A sweep times each point alone over a few calls, minutes apart from the
-    others, so its order near the top is partly the machine's: on the AVX2
-    GEMM at f32 N = 2048 one run's sweep put `JI` (147.5 ms side by side)
-    first where the last session's put `KIJ` with a J-block (143.5). The
-    finalists run in the balanced turns of `side_by_side`, after one
-    warm-up call each, and the least median wins.
+    others, so its order near the top is partly the machine's: of two runs
+    of the AVX2 GEMM at f32 N = 2048, one's sweep put `JI` first (147.5 ms
+    side by side), the other's `KIJ` with a J-block (143.5). The finalists
+    run in the balanced turns of `side_by_side`, after one warm-up call
+    each, and the least median wins.
     """
     finalists = [point for _, point in swept[:count]]
     if len(finalists) == 1:
