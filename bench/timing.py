@@ -73,8 +73,9 @@ def side_by_side(
     pool far more than presk's: the attention `ein`s ran twice as slow in
     torch interleaved call by call as in a process of their own.
 
-    The order of the turns follows `balanced_orders`: over its rounds every
-    contender follows every other equally often. A contender leaves the
+    The order of the turns follows `balanced_orders`: over every n rounds
+    (2n for an odd count n of contenders) every contender follows every
+    other equally often. A contender leaves the
     machine disturbed for the next few milliseconds (the GEMM's default
     layout slowed the next two threads' 512³ f64 product, presk's or
     torch's, by 10 % for its first four calls), and an order that only
@@ -199,8 +200,11 @@ def final(
     of the AVX2 GEMM at f32 N = 2048, one's sweep put `JI` first (147.5 ms
     side by side), the other's `KIJ` with a J-block (143.5). The finalists
     run in the balanced turns of `side_by_side`, after one warm-up call
-    each, and the least median wins.
+    each, and the least median wins. A sweep that timed no point (the
+    layout checks refused every one) ends the benchmark with a message.
     """
+    if not swept:
+        raise SystemExit("no point to time: the layout checks refused every point of the sweep (E7002)")
     finalists = [point for _, point in swept[:count]]
     if len(finalists) == 1:
         return finalists[0]

@@ -31,6 +31,7 @@ def test_counts_below_one_are_usage_errors(text: str, message: str) -> None:
         (["--block", "0"], "argument --block: expected at least 1, got 0"),
         (["--points", "[1]"], "argument --points: a non-empty JSON list of layouts"),
         (["--points", "{tile"], "argument --points: not JSON"),
+        (["--finalists", "0"], "argument --finalists: expected at least 1, got 0"),
     ],
 )
 def test_a_bench_script_refuses_bad_arguments_without_a_traceback(argument: list[str], message: str) -> None:
@@ -94,3 +95,14 @@ def test_the_final_picks_the_fastest_finalist_timed_again_not_the_sweeps_first()
     swept = [(1.0, "lucky"), (1.5, "steady"), (1.6, "slow"), (9.0, "last")]
     assert final(swept, build, count=3, rounds=3, block=2, clock=lambda: now[0]) == "steady"
     assert final(swept, build, count=1, clock=lambda: now[0]) == "lucky"
+
+
+def test_a_sweep_whose_every_point_is_refused_ends_with_a_message_not_a_traceback() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_gemm.py"), "--sizes", "16", "--threads", "1", "--dtypes", "f64",
+         "--points", '[{"tile": [3, 3], "lanes": 4}]'],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "the layout checks refused every point of the sweep (E7002)" in done.stderr
+    assert "Traceback" not in done.stderr
