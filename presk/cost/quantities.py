@@ -800,6 +800,23 @@ def _traffic(root: _Loop, footprint: _Footprints, level: _Level, groups: list[li
     return sum(descend(root, 1, group) for group in groups)
 
 
+PAGE = 4096
+"""Bytes of the pages a buffer is mapped in (every x86-64 Linux): of an address, only the offset in its page is
+the program's; the bits above it come from whichever physical page the kernel gave."""
+
+
+def _page_folded(sets: int, line: int, ways: float) -> SetGeometry:
+    """A level's sets as a footprint can know them: a way larger than a page is indexed partly by physical page
+    bits, so two lines one way apart in the program's addresses (rows 128 KiB apart on a 2 MiB L2 of 16 ways)
+    share a set only when their pages happen to: the level is seen as the sets one page spans, each holding the
+    ways of every page colour (an L2 of 2 048 sets × 16 ways as 64 × 512). An L1 whose way is a page (48 KiB,
+    12 ways, 64 sets) is indexed by the page offset alone and stays as it is."""
+    colours = sets * line // PAGE
+    if colours <= 1:
+        return SetGeometry(sets, line, ways)
+    return SetGeometry(sets // colours, line, ways * colours)
+
+
 def _levels(desc: MachineDesc, workers: int, sets: bool) -> tuple[_Level, _Level, _Level]:
     """Each level for one worker; a missing level holds what the next inner one holds.
 
@@ -814,7 +831,7 @@ def _levels(desc: MachineDesc, workers: int, sets: bool) -> tuple[_Level, _Level
             share = max(1, min(workers, cache.shared_by))
             geometry = None
             if sets and cache.ways > 0 and cache.line > 0 and cache.size % (cache.ways * cache.line) == 0:
-                geometry = SetGeometry(cache.size // (cache.ways * cache.line), cache.line, cache.ways / share)
+                geometry = _page_folded(cache.size // (cache.ways * cache.line), cache.line, cache.ways / share)
             inner = _Level(number, cache.size / share, geometry)
         levels.append(inner)
     return levels[0], levels[1], levels[2]

@@ -763,6 +763,20 @@ def test_sets_see_what_the_pack_gains(order: str) -> None:
     assert kernel_terms(unpacked, XEON, rules=frozenset({"sets"})).q_l3 == kernel_terms(unpacked, XEON).q_l3
 
 
+def test_sets_above_the_page_are_the_physical_pages_not_the_stride() -> None:
+    """Column j of x (32 rows 128 KiB apart, 16 384 f64 each) read 4 times over, on the Xeon's levels.
+
+    L1's way is a page (64 sets × 64 bytes): the 32 lines fall in one set of 12 ways and evict each other, so
+    each of the 4 reads of the column comes from L2, 16 384 · 4 · 256 bytes. L2's way is 128 KiB, 32 pages:
+    which of its sets a line takes depends on the physical page, so it is seen as 64 sets of 16 · 32 ways, and
+    the column (32 lines in one of them) stays: brought once per j, 16 384 · 256. o: 128 KiB, once.
+    """
+    column = kernel(_reread(32, 16384, by_column=True))
+    terms = kernel_terms(column, XEON, rules=frozenset({"sets"}))
+    assert terms.q_l2 == 16384 * 4 * 256 + 131072
+    assert terms.q_l3 == 16384 * 256 + 131072
+
+
 def test_machine_description_keeps_the_ways() -> None:
     assert MachineDesc.from_json(XEON.to_json()) == XEON
     # A profile written before the ways were known: its caches read back with 0 (not known).
