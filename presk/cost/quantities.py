@@ -94,9 +94,12 @@ The choices the specification leaves open, as made here:
   that are not comparable, and all buffers under `shared`) are placed by
   `combined_load`: the busiest set of each takes the others' lines spread
   evenly over the S sets, since where one buffer lies from another is not
-  known. A level whose ways are 0 (not known) is taken as fully
-  associative, as without the rule; the rule changes when a footprint
-  fits, never how many bytes it brings.
+  known. A level whose way spans more than a 4 KiB page is indexed above
+  the page by physical address bits the program does not choose: it is
+  seen as the S · line / 4096-th part of its sets, one page's, with that
+  many times the ways (`_page_folded`). A level whose ways are 0 (not
+  known) is taken as fully associative, as without the rule; the rule
+  changes when a footprint fits, never how many bytes it brings.
   Q_L2 is this traffic against L1's capacity, Q_L3 against L2's, Q_mem
   against L3's. A level shared by several CPUs (`shared_by`) gives each
   worker `size / min(workers, shared_by)` and, under `sets`, that share

@@ -752,14 +752,15 @@ def test_sets_see_what_the_pack_gains(order: str) -> None:
     once = 32 * (2**21 + 65536 + 65536) if order == "JI" else 128 * (16384 + 2**21 + 16384)
     for dot in (unpacked, packed):
         assert kernel_terms(dot, XEON, rules=shared).q_l3 == once
-    # Under `sets` and `shared`: in place, B's block is 1024 lines whose rows start 4 KiB = 64 lines apart:
-    # 2048 / gcd(64, 2048) = 32 set offsets, 2 lines each: 64 sets of 16 lines, all 16 ways. A's 4 rows
-    # (256 consecutive lines) and the C tile (8 lines) add ⌈264 / 2048⌉ = 1 line to the busiest: 17 > 16.
-    # The tile no longer fits L2: its k loop comes from L3 every time, like L1's, 4096·81920 + 2 MiB.
+    # Under `sets` and `shared`: L2's way (128 KiB) is 32 pages, so L2 is seen as the 64 sets a page spans with
+    # 16·32 = 512 ways each. In place, B's block is 512 rows 4 KiB apart, each row's 2 lines in the same 2 sets:
+    # 512 lines in each, all 512 ways. A's 4 rows (256 consecutive lines) and the C tile (8 lines) add
+    # ⌈264 / 64⌉ = 5 lines to the busiest: 517 > 512. The tile no longer fits L2: its k loop comes from L3
+    # every time, like L1's, 4096·81920 + 2 MiB.
     assert kernel_terms(unpacked, XEON, rules=both).q_l3 == tiles * k_loop + c_tiles
-    # Packed, B's block is 1024 consecutive lines, one per set: 1 + 1 ≤ 16, the same as without the rule.
+    # Packed, B's block is 1024 consecutive lines, 16 per set: 16 + 5 ≤ 512, the same as without the rule.
     assert kernel_terms(packed, XEON, rules=both).q_l3 == once
-    # `sets` alone: B's block needs 16 lines in each of its 64 sets, exactly L2's ways, and fits by itself.
+    # `sets` alone: B's block needs 512 lines in each of its 2 sets, exactly their ways, and fits by itself.
     assert kernel_terms(unpacked, XEON, rules=frozenset({"sets"})).q_l3 == kernel_terms(unpacked, XEON).q_l3
 
 
