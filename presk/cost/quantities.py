@@ -96,8 +96,8 @@ The choices the specification leaves open, as made here:
   evenly over the S sets, since where one buffer lies from another is not
   known. A level whose way spans more than a 4 KiB page is indexed above
   the page by physical address bits the program does not choose: it is
-  seen as the S · line / 4096-th part of its sets, one page's, with that
-  many times the ways (`_page_folded`). A level whose ways are 0 (not
+  seen as the 4096 / line sets one page spans, each with the ways of all
+  S · line / 4096 page colours (`_page_folded`). A level whose ways are 0 (not
   known) is taken as fully associative, as without the rule; the rule
   changes when a footprint fits, never how many bytes it brings.
   Q_L2 is this traffic against L1's capacity, Q_L3 against L2's, Q_mem
