@@ -62,7 +62,8 @@ from dataclasses import dataclass
 from math import gcd
 
 __all__ = [
-    "Access", "Affine", "Box", "Family", "Index", "Opaque", "SetGeometry", "families", "footprint_bytes", "set_load",
+    "PAGE", "Access", "Affine", "Box", "Family", "Index", "Opaque", "SetGeometry", "families", "footprint_bytes",
+    "scattered_bytes", "set_load",
 ]  # fmt: skip
 
 
@@ -334,23 +335,31 @@ def _positions(progressions: tuple[_Progression, ...]) -> tuple[int, int, int]:
     return first, n, step or 1
 
 
-def _box_load(intervals: Box, shape: Sequence[int], element_bytes: int, geometry: SetGeometry) -> tuple[int, int]:
-    """(lines the busiest set of the box needs, lines of the box) at `geometry`."""
-    sets, line = geometry.sets, geometry.line
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """A box as rows of bytes: where the first starts, how many, how wide, the bytes from the first row's
+    start to the last one's end, and the walks placing the rows (row starts along an axis, byte stride)."""
+
+    start: int
+    rows: int
+    width: int
+    hull: int
+    walks: list[tuple[int, int]]
+
+
+def _rows(intervals: Box, shape: Sequence[int], element_bytes: int) -> _Rows:
+    """The runs along the last axis of a box (rank ≥ 1), placed by the outer axes (and by several runs)."""
     rank = len(shape)
-    if rank == 0:
-        return 1, 1
     box = [_progressions(per_axis, shape[axis]) for axis, per_axis in enumerate(intervals)]
     stride = element_bytes
     strides = [0] * rank
     for axis in range(rank - 1, -1, -1):
         strides[axis] = stride
         stride *= shape[axis]
-    # Rows are the runs along the last axis; the outer axes (and several runs) place them.
     start = 0
     rows = 1
     hull = 0
-    walks: list[tuple[int, int]] = []  # (row starts along an axis, byte stride between them)
+    walks: list[tuple[int, int]] = []
     for axis in range(rank - 1):
         first, n, step = _positions(box[axis])
         start += first * strides[axis]
@@ -368,8 +377,17 @@ def _box_load(intervals: Box, shape: Sequence[int], element_bytes: int, geometry
         walks.append((n, step * element_bytes))
         rows *= n
         hull += (runs[-1][0] - first) * element_bytes
-    hull += width
-    phase = start % line
+    return _Rows(start, rows, width, hull + width, walks)
+
+
+def _box_load(intervals: Box, shape: Sequence[int], element_bytes: int, geometry: SetGeometry) -> tuple[int, int]:
+    """(lines the busiest set of the box needs, lines of the box) at `geometry`."""
+    sets, line = geometry.sets, geometry.line
+    if len(shape) == 0:
+        return 1, 1
+    box = _rows(intervals, shape, element_bytes)
+    rows, width, hull, walks = box.rows, box.width, box.hull, box.walks
+    phase = box.start % line
     hull_lines = -(-(phase + hull) // line)
     if rows * width >= hull:  # no gap: consecutive lines, spread evenly over the sets
         return -(-hull_lines // sets), hull_lines
@@ -428,3 +446,34 @@ def set_load(boxes: Sequence[Box], shape: Sequence[int], element_bytes: int, geo
     if not loads:
         return 0, 0
     return combined_load(loads, geometry.sets), sum(lines for _, lines in loads)
+
+
+# --------------------------------------------------------------------------- runs a page apart
+
+
+PAGE = 4096
+"""Bytes of the pages a buffer is mapped in (every x86-64 Linux). The hardware prefetchers follow a stream
+inside a page and stop at its end."""
+
+
+def scattered_bytes(boxes: Sequence[Box], shape: Sequence[int], element_bytes: int) -> int:
+    """Bytes of a footprint (the `boxes` of `footprint_bytes`) that lie in runs a page or more apart.
+
+    A box whose rows are each on pages of their own, with a gap after each
+    (a register tile's column block of an operand read in place, its rows
+    4 KiB or more apart), is a run per page that no prefetcher follows: its
+    lines arrive at the latency of their level, not at its streaming rate.
+    Rows closer than a page share their pages, and whole rows read one
+    after the other are one stream; neither counts.
+    """
+    if len(shape) == 0:
+        return 0
+    total = 0
+    for box in boxes:
+        rows = _rows(box, shape, element_bytes)
+        if rows.rows < 2:
+            continue
+        stride = min(d for _, d in rows.walks)
+        if stride >= PAGE and rows.width < stride:
+            total += rows.rows * rows.width
+    return total

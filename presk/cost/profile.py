@@ -68,7 +68,7 @@ VERSION = 1
 
 _TERM_FLOATS = ("work", "bytes", "loads", "spill", "q_l2", "q_l3", "q_mem")
 _TERM_INTS = ("workers", "lanes")
-_TERM_OPTIONAL = ("stall",)
+_TERM_OPTIONAL = ("stall", "q_l3_scattered")
 """Terms a sample written before they were counted lacks: they read as 0."""
 _KNOWN_KEYS = frozenset({"format", "version", "machine", "machine_desc", "samples_file", "model", "constants",
                          "fitted_samples", "u", "u_roofline", "spearman", "comparison", "samples"})  # fmt: skip
@@ -356,7 +356,7 @@ def _constants_to_json(constants: Constants | None) -> dict[str, Any] | None:
 
 
 def _constant_order(name: str) -> tuple[int, str]:
-    order = ("lambda", "spawn", "beta", "beta_l2", "beta_l3", "beta_mem", "rho")
+    order = ("lambda", "spawn", "beta", "beta_l2", "beta_l3", "beta_l3_scattered", "beta_mem", "rho")
     return (order.index(name), "") if name in order else (len(order), name)
 
 

@@ -154,7 +154,8 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 
 from presk.analysis import block_trip_count, constant_int, split_loop, trip_count
 from presk.cost.footprints import (
-    Access, Affine, Box, Family, Index, Opaque, SetGeometry, combined_load, families, footprint_bytes, set_load,
+    PAGE, Access, Affine, Box, Family, Index, Opaque, SetGeometry, combined_load, families, footprint_bytes,
+    scattered_bytes, set_load,
 )  # fmt: skip
 from presk.cost.terms import RULES, KernelTerms, MachineDesc
 from presk.dialects.psk_kernel import PARALLEL, KernelOp
@@ -734,16 +735,19 @@ class _Footprints:
     def __call__(self, loop: _Loop, scope: int, buffers: Iterable[int]) -> int:
         return sum(self.one(loop, scope, buffer) for buffer in buffers)
 
+    def accesses(self, loop: _Loop, scope: int, buffer: int) -> tuple[list[Family], frozenset[int]]:
+        """A buffer's accesses in a scope of a loop, and the loops that run in it."""
+        if scope == self.OWN:
+            return loop.direct.get(buffer, []), frozenset()
+        free = loop.subtree if scope == self.LOOP else loop.subtree - {loop.id}
+        return loop.inside.get(buffer, []), free
+
     def one(self, loop: _Loop, scope: int, buffer: int) -> int:
         key = (loop.id, scope, buffer)
         known = self.cache.get(key)
         if known is not None:
             return known
-        if scope == self.OWN:
-            accesses, free = loop.direct.get(buffer, []), frozenset()
-        else:
-            accesses = loop.inside.get(buffer, [])
-            free = loop.subtree if scope == self.LOOP else loop.subtree - {loop.id}
+        accesses, free = self.accesses(loop, scope, buffer)
         boxes: list[Box] | None = [] if self.sets else None
         value = footprint_bytes(accesses, free, self.trips, self.shapes[buffer], self.sizes[buffer], self.line, boxes)
         self.cache[key] = value
@@ -762,6 +766,20 @@ class _Footprints:
         return known
 
 
+class _Scattered(_Footprints):
+    """Of each footprint, the bytes in runs a page or more apart (`scattered_bytes`)."""
+
+    def one(self, loop: _Loop, scope: int, buffer: int) -> int:
+        key = (loop.id, scope, buffer)
+        known = self.cache.get(key)
+        if known is None:
+            accesses, free = self.accesses(loop, scope, buffer)
+            boxes: list[Box] = []
+            footprint_bytes(accesses, free, self.trips, self.shapes[buffer], self.sizes[buffer], None, boxes)
+            known = self.cache[key] = scattered_bytes(boxes, self.shapes[buffer], self.sizes[buffer])
+        return known
+
+
 @dataclass(frozen=True)
 class _Level:
     """What one worker may keep in a cache level: bytes, and its sets under the rule `sets` (None: no limit)."""
@@ -771,9 +789,17 @@ class _Level:
     geometry: SetGeometry | None
 
 
-def _traffic(root: _Loop, footprint: _Footprints, level: _Level, groups: list[list[int]], carry: bool) -> int:
-    """Bytes brought into a cache level, each group of buffers walking the loops together."""
+def _traffic(
+    root: _Loop, footprint: _Footprints, level: _Level, groups: list[list[int]], carry: bool,
+    measure: _Footprints | None = None,
+) -> int:
+    """Bytes brought into a cache level, each group of buffers walking the loops together.
+
+    `measure` counts, of what each loop brings where `footprint` decides it
+    is brought, only what it measures (the bytes in runs a page apart).
+    """
     capacity, geometry = level.capacity, level.geometry
+    amount = measure if measure is not None else footprint
 
     def fits(loop: _Loop, scope: int, buffers: list[int], nbytes: int) -> bool:
         if nbytes > capacity:
@@ -789,23 +815,20 @@ def _traffic(root: _Loop, footprint: _Footprints, level: _Level, groups: list[li
             return 0
         whole = footprint(loop, _Footprints.LOOP, buffers)
         if fits(loop, _Footprints.LOOP, buffers, whole):
-            return executions * whole
+            return executions * amount(loop, _Footprints.LOOP, buffers)
         iterations = executions * loop.trip
         one = footprint(loop, _Footprints.ITERATION, buffers)
         if fits(loop, _Footprints.ITERATION, buffers, one):
             # Consecutive iterations share what stays (under `lines`/`shared`): the loop's footprint, once.
-            return executions * whole if carry else iterations * one
-        total = iterations * footprint(loop, _Footprints.OWN, buffers)
+            if carry:
+                return executions * amount(loop, _Footprints.LOOP, buffers)
+            return iterations * amount(loop, _Footprints.ITERATION, buffers)
+        total = iterations * amount(loop, _Footprints.OWN, buffers)
         for child in loop.children:
             total += descend(child, iterations, buffers)
         return total
 
     return sum(descend(root, 1, group) for group in groups)
-
-
-PAGE = 4096
-"""Bytes of the pages a buffer is mapped in (every x86-64 Linux): of an address, only the offset in its page is
-the program's; the bits above it come from whichever physical page the kernel gave."""
 
 
 def _page_folded(sets: int, line: int, ways: float) -> SetGeometry:
@@ -919,6 +942,7 @@ def kernel_terms_by_rules(
     dtype = _dtype_name(out_type.element_type) if isinstance(out_type, MemRefType) else "f64"
     buffers = sorted(walk.root.inside)
     footprints: dict[tuple[int | None, bool], _Footprints] = {(None, False): plain}
+    scattered = _Scattered(walk, shapes, sizes, None)
 
     def terms(rules: frozenset[str]) -> KernelTerms:
         work = base_work + (loop_runs if "overhead" in rules else 0)
@@ -931,10 +955,12 @@ def kernel_terms_by_rules(
         carry = "lines" in rules or "shared" in rules
         levels = _levels(desc, walk.workers, sets)
         q_l2, q_l3, q_mem = (_traffic(walk.root, footprint, level, groups, carry) for level in levels)
+        q_l3_scattered = _traffic(walk.root, footprint, levels[1], groups, carry, scattered)
         return KernelTerms(
             work=float(work), bytes=float(nbytes), loads=float(loads), spill=float(spill),
             q_l2=float(q_l2), q_l3=float(q_l3), q_mem=float(q_mem),
             workers=walk.workers, lanes=walk.lanes, dtype=dtype, stall=float(stall),
+            q_l3_scattered=float(q_l3_scattered),
         )  # fmt: skip
 
     return [terms(rules) for rules in rule_sets]

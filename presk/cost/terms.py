@@ -24,7 +24,11 @@ The quantities are those the seed's layout cost model names:
 * `stall`, beyond the seed: the work an FMA's latency adds where a loop's
   running sums are too few independent chains to keep the FMA units busy
   (a register tile of few accumulators), in units of W, so that the layout
-  model prices it with the group's π.
+  model prices it with the group's π;
+* `q_l3_scattered`, beyond the seed: of `q_l3`, the bytes that arrive in
+  runs a page or more apart (a register tile's column block of an operand
+  read in place, its rows 4 KiB or more apart), each run on a page of its
+  own where no prefetcher follows it, so that it comes at L3's latency.
 """
 
 from __future__ import annotations
@@ -67,10 +71,15 @@ class KernelTerms:
     """Latency-bound work (see the module docstring); 0 where the description states no `fma_chains`,
     and in samples written before it was counted."""
 
+    q_l3_scattered: float = 0.0
+    """Of `q_l3`, the bytes in runs a page or more apart, which no prefetcher follows (see the module
+    docstring); 0 in samples written before it was counted."""
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        if not self.stall:  # samples without it read back alike, and earlier versions read them
-            del data["stall"]
+        for optional in ("stall", "q_l3_scattered"):
+            if not data[optional]:  # samples without it read back alike, and earlier versions read them
+                del data[optional]
         return data
 
     @staticmethod

@@ -126,7 +126,7 @@ def test_an_unidentified_rate_without_data_drops_its_term() -> None:
 
 def test_explain_names_the_binding_term() -> None:
     parts = explain(layout(Form("group", "sum")), TERMS)
-    assert parts.terms == {"work": 2.0, "loads": 1.0, "l2": 0.5, "l3": 1.5, "mem": 0.25}
+    assert parts.terms == {"work": 2.0, "loads": 1.0, "l2": 0.5, "l3": 1.5, "mem": 0.25, "l3_scattered": 0.0}
     assert (parts.lam, parts.spawn, parts.combined, parts.seconds) == (0.125, 0.5, 3.5, 4.125)
     assert parts.binding == "work"
     memory = KernelTerms(6.0, 40.0, 0.75, 0.25, 1.0, 3.0, 50.0, workers=2, lanes=8, dtype="f32")
