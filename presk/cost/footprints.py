@@ -452,8 +452,9 @@ def set_load(boxes: Sequence[Box], shape: Sequence[int], element_bytes: int, geo
 
 
 PAGE = 4096
-"""Bytes of the pages a buffer is mapped in (every x86-64 Linux). The hardware prefetchers follow a stream
-inside a page and stop at its end."""
+"""Bytes of the pages a buffer is mapped in (every x86-64 Linux). Of an address only the offset in its page is
+the program's (the bits above come from the physical page the kernel gave), and the hardware prefetchers
+follow a stream inside a page and stop at its end."""
 
 
 def scattered_bytes(boxes: Sequence[Box], shape: Sequence[int], element_bytes: int) -> int:

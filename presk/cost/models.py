@@ -196,7 +196,7 @@ def model_terms(constants_kind: str, form: Form, arrays: TermArrays) -> list[Ter
 def combine_groups(kind: str, form: Form, names: Sequence[str]) -> tuple[str, list[list[int]]]:
     """How the terms combine: (`max` or `pnorm`, index groups); C sums the groups' max or p-norm.
 
-    `sum` is max(work, loads) + max(l2, l3, mem); the roofline and `max` are one group.
+    `sum` is max(work, loads) + the max of the traffic terms; the roofline and `max` are one group.
     """
     if kind == ROOFLINE or form.combine == "max":
         return "max", [list(range(len(names)))]

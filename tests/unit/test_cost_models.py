@@ -51,6 +51,17 @@ def test_machine_load_term_reads_the_one_rho_not_the_groups() -> None:
     assert predict_many(constants, [TERMS])[0] == 0.125 + 0.5 + 4.0
 
 
+def test_l3_bytes_a_page_apart_are_priced_again_only_by_a_profile_that_fitted_their_rate() -> None:
+    # 1.5 of Q_L3's 3 bytes arrive in runs a page apart: p·Q_L3s/β_L3s = 2·1.5/1 = 3 binds the max.
+    scattered = dataclasses.replace(TERMS, q_l3_scattered=1.5)
+    assert predict_many(layout(Form("group", "max"), beta_l3_scattered=1.0), [scattered])[0] == 0.125 + 0.5 + 3.0
+    # Summed with the other traffic terms' max under `sum`: 2 + max(0.5, 1.5, 0.25, 3).
+    assert predict_many(layout(Form("group", "sum"), beta_l3_scattered=1.0), [scattered])[0] == 0.125 + 0.5 + 5.0
+    # A profile fitted before the quantity existed has no β_L3s: the term is 0, the prediction as before.
+    for form in (Form("group", "max"), Form("group", "pnorm", 2.0)):
+        assert predict_many(layout(form), [scattered])[0] == predict_many(layout(form), [TERMS])[0]
+
+
 def test_the_stall_joins_the_work_of_the_layout_model_not_the_roofline() -> None:
     # A stall of 3 W-units: work (6 + 3)/3 = 3 binds the max; with no load term (6 + 3 + 0.25)/3.
     stalled = dataclasses.replace(TERMS, stall=3.0)
