@@ -42,7 +42,7 @@ import numpy as np
 
 from presk.cost.fit import FormScore, compare, fit_layout, fit_roofline, spearman
 from presk.cost.models import LAYOUT, PROFILE_ERROR, ROOFLINE, Constants, Form, predict_many
-from presk.cost.terms import RULES, KernelTerms, MachineDesc
+from presk.cost.terms import OPTIONAL_TERMS, RULES, KernelTerms, MachineDesc
 from presk.diagnostics import PreskError
 from presk.records import append_records, read_records
 
@@ -68,8 +68,6 @@ VERSION = 1
 
 _TERM_FLOATS = ("work", "bytes", "loads", "spill", "q_l2", "q_l3", "q_mem")
 _TERM_INTS = ("workers", "lanes")
-_TERM_OPTIONAL = ("stall", "q_l3_scattered")
-"""Terms a sample written before they were counted lacks: they read as 0."""
 _KNOWN_KEYS = frozenset({"format", "version", "machine", "machine_desc", "samples_file", "model", "constants",
                          "fitted_samples", "u", "u_roofline", "spearman", "comparison", "samples"})  # fmt: skip
 
@@ -164,7 +162,7 @@ def _terms_from_json(data: Any, key: str) -> KernelTerms:
     where = f"terms under '{key}'"
     if not isinstance(data, dict):
         raise ValueError(f"{where} are a JSON object")
-    missing = [name for name in KernelTerms.__dataclass_fields__ if name not in data and name not in _TERM_OPTIONAL]
+    missing = [name for name in KernelTerms.__dataclass_fields__ if name not in data and name not in OPTIONAL_TERMS]
     if missing:
         raise ValueError(f"{where} lack {', '.join(missing)}")
     values: dict[str, Any] = {name: _number(data[name], f"{where}: {name}") for name in _TERM_FLOATS}
@@ -176,7 +174,7 @@ def _terms_from_json(data: Any, key: str) -> KernelTerms:
     if not _is_machine_type(data["dtype"]):
         raise ValueError(f"{where}: 'dtype' is f64, f32, bf16 or an integer type such as i64, not {json.dumps(data['dtype'])}")
     values["dtype"] = data["dtype"]
-    for name in _TERM_OPTIONAL:
+    for name in OPTIONAL_TERMS:
         if name in data:
             values[name] = _number(data[name], f"{where}: {name}")
     return KernelTerms(**values)

@@ -38,7 +38,7 @@ from typing import Any
 
 from presk.target import CacheLevel, Machine
 
-__all__ = ["RULES", "KernelTerms", "MachineDesc", "group_key"]
+__all__ = ["OPTIONAL_TERMS", "RULES", "KernelTerms", "MachineDesc", "group_key"]
 
 RULES: tuple[str, ...] = ("lines", "shared", "overhead", "sets")
 """The rules of the planned cost a profile may name, each off by default:
@@ -48,6 +48,10 @@ RULES: tuple[str, ...] = ("lines", "shared", "overhead", "sets")
 * `overhead`: each loop iteration weighs one operation of work;
 * `sets`: a footprint fits a level only if no set of it needs more lines than the level has ways.
 """
+
+
+OPTIONAL_TERMS: tuple[str, ...] = ("stall", "q_l3_scattered")
+"""Terms counted after samples were first written: written only when non-zero, read as 0 when absent."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class KernelTerms:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for optional in ("stall", "q_l3_scattered"):
+        for optional in OPTIONAL_TERMS:
             if not data[optional]:  # samples without it read back alike, and earlier versions read them
                 del data[optional]
         return data
