@@ -59,7 +59,6 @@ from presk.passes.host_launches import (
     MergeLaunchPairs,
     erase_unlaunched,
     may_merge,
-    rewrite_host_programs,
     root,
 )
 
@@ -176,11 +175,10 @@ class MergeLaunches(MergeLaunchPairs[PureNest, dict[int, int]]):
         return tuple(sorted(plan.items()))
 
     def build(
-        self, first: Launched[PureNest], second: Launched[PureNest], plan: dict[int, int], positions: list[int],
-        types: list[Attribute],
+        self, first: PureNest, second: PureNest, plan: dict[int, int], positions: list[int], types: list[Attribute],
+        take: tuple[bool, bool],
     ) -> pk.KernelOp:  # fmt: skip
-        assert first.analysis is not None and second.analysis is not None
-        return _merged_kernel(first.analysis, second.analysis, positions, plan, types)
+        return _merged_kernel(first, second, positions, plan, types)
 
     # -- legality ------------------------------------------------------------
 
@@ -257,5 +255,5 @@ class FuseLaunches(ModulePass):
     name = "psk-fuse-launches"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        rewrite_host_programs(op, MergeLaunches(scan_window=SCAN_WINDOW))
+        MergeLaunches(scan_window=SCAN_WINDOW).apply_to(op)
         erase_unlaunched(op)

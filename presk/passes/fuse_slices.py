@@ -78,7 +78,6 @@ from presk.passes.host_launches import (
     MergeLaunchPairs,
     erase_unlaunched,
     may_merge,
-    rewrite_host_programs,
     root,
 )
 from presk.target import Machine, target_machine
@@ -268,12 +267,13 @@ class MergeSlices(MergeLaunchPairs[SlicedKernel, int]):
     def tag(self, plan: int) -> tuple[object, ...]:
         return (plan,)
 
+    takes_ops = True
+
     def build(
-        self, first: Launched[SlicedKernel], second: Launched[SlicedKernel], plan: int, positions: list[int],
-        types: list[Attribute],
+        self, first: SlicedKernel, second: SlicedKernel, plan: int, positions: list[int], types: list[Attribute],
+        take: tuple[bool, bool],
     ) -> pk.KernelOp:  # fmt: skip
-        assert first.analysis is not None and second.analysis is not None
-        return _merged_kernel(first.analysis, second.analysis, positions, types, plan)  # type: ignore[arg-type]
+        return _merged_kernel(first, second, positions, types, plan, take)  # type: ignore[arg-type]
 
     @staticmethod
     def _aligned(first: Launched[SlicedKernel], second: Launched[SlicedKernel], flowing: set[SSAValue], depth: int) -> bool:
@@ -314,38 +314,64 @@ class MergeSlices(MergeLaunchPairs[SlicedKernel, int]):
         return sum(bytes_of.values())
 
 
+class _Ops:
+    """How one kernel's ops reach the merged kernel: copied with their values mapped, or, for a kernel taken
+    (`MergeLaunchPairs.taken`), the ops themselves, their uses of the old values pointed at the new ones."""
+
+    def __init__(self, take: bool) -> None:
+        self.take = take
+        self.mapping: dict[SSAValue, SSAValue] = {}
+
+    def map(self, old: SSAValue, new: SSAValue) -> None:
+        if self.take:
+            old.replace_all_uses_with(new)
+        else:
+            self.mapping[old] = new
+
+    def put(self, op: Operation) -> Operation:
+        if self.take:
+            op.detach()
+            return op
+        return op.clone(value_mapper=self.mapping)
+
+
 def _merged_kernel(
-    s1: SlicedKernel, s2: SlicedKernel, positions: Sequence[int], types: Sequence[MemRefType], depth: int
-) -> pk.KernelOp:
+    s1: SlicedKernel, s2: SlicedKernel, positions: Sequence[int], types: Sequence[MemRefType], depth: int,
+    take: tuple[bool, bool] = (False, False),
+) -> pk.KernelOp:  # fmt: skip
     """The kernel of larger step at the merge level keeps its loops; the other's ops join them there.
 
     The other's index arithmetic beside its outer loops goes before the kept
     loops at the same level; its body at the merge level goes first (it is
     L1) or last (it is L2) in the kept loop's body, inside a loop over the
     rows of the block when its step there is 1 and the kept one's larger.
+    `take` (L1's, L2's): move that kernel's ops rather than copy them.
     """
     last = depth - 1
     base_is_first = s1.steps[last] >= s2.steps[last]
     base, other = (s1, s2) if base_is_first else (s2, s1)
+    base_ops, other_ops = (_Ops(take[0]), _Ops(take[1])) if base_is_first else (_Ops(take[1]), _Ops(take[0]))
     base_positions = list(range(len(s1.kernel.body.block.args))) if base_is_first else list(positions)
     other_positions = list(positions) if base_is_first else list(range(len(s1.kernel.body.block.args)))
     merged = pk.KernelOp("merged", f"{s1.kernel.site.data}+{s2.kernel.site.data}", list(types))
     args = merged.body.block.args
-    kept: dict[SSAValue, SSAValue] = {a: args[p] for a, p in zip(base.kernel.body.block.args, base_positions)}
-    for op in base.kernel.body.block.ops:
-        merged.body.block.add_op(op.clone(value_mapper=kept))
+    for a, p in zip(base.kernel.body.block.args, base_positions):
+        base_ops.map(a, args[p])
+    for op in list(base.kernel.body.block.ops):
+        merged.body.block.add_op(base_ops.put(op))
     loops = _leading_loops(merged)
-    joined: dict[SSAValue, SSAValue] = {a: args[p] for a, p in zip(other.kernel.body.block.args, other_positions)}
+    for a, p in zip(other.kernel.body.block.args, other_positions):
+        other_ops.map(a, args[p])
     levels = [other.kernel.body.block, *(loop.body.block for loop in other.loops[:last])]
     targets = [merged.body.block, *(loop.body.block for loop in loops[:last])]
     for j, (level, into) in enumerate(zip(levels, targets)):
         if j > 0:
-            joined[other.loops[j - 1].body.block.args[0]] = loops[j - 1].body.block.args[0]
-        for op in level.ops:
+            other_ops.map(other.loops[j - 1].body.block.args[0], loops[j - 1].body.block.args[0])
+        for op in list(level.ops):
             if op is not other.loops[j] and not isinstance(op, scf.YieldOp):
-                into.insert_op_before(op.clone(value_mapper=joined), loops[j])
+                into.insert_op_before(other_ops.put(op), loops[j])
     if depth > 1:
-        joined[other.loops[last - 1].body.block.args[0]] = loops[last - 1].body.block.args[0]
+        other_ops.map(other.loops[last - 1].body.block.args[0], loops[last - 1].body.block.args[0])
     body = loops[last].body.block
     anchor = body.first_op if not base_is_first else body.last_op
     assert anchor is not None
@@ -363,15 +389,15 @@ def _merged_kernel(
         start = arith.MuliOp(counter, width)
         row = arith.AddiOp(start, inner.args[0])
         inner.add_ops([start, row])
-        joined[other.loops[last].body.block.args[0]] = row.result
+        other_ops.map(other.loops[last].body.block.args[0], row.result)
         into, before = inner, None
     else:
-        joined[other.loops[last].body.block.args[0]] = counter
+        other_ops.map(other.loops[last].body.block.args[0], counter)
         into, before = body, anchor
-    for op in other.loops[last].body.block.ops:
+    for op in list(other.loops[last].body.block.ops):
         if isinstance(op, scf.YieldOp):
             continue
-        clone = op.clone(value_mapper=joined)
+        clone = other_ops.put(op)
         if before is None:
             into.add_op(clone)
         else:
@@ -392,8 +418,7 @@ class FuseSlices(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         budget = self.budget if self.budget is not None else _private_cache_bytes(target_machine())
-        merge = MergeSlices(budget=budget, scan_window=SCAN_WINDOW)
-        rewrite_host_programs(op, merge)
+        MergeSlices(budget=budget, scan_window=SCAN_WINDOW).apply_to(op)
         erase_unlaunched(op)
 
 

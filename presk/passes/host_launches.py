@@ -5,9 +5,10 @@ of a merged kernel in place of two."""
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -172,7 +173,21 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
     comes before a as they were, and they had no partner, so the search
     resumes at a: the pairs found, and their order, are those of a search
     from the start.
+
+    A chain of merges (L1 with L2, that with L3, ...) would copy each merged
+    kernel into the next, so the copies grow with the square of the chain:
+    in the course GPT's gradient nine tenths of the ops `psk-fuse-slices`
+    copied were those of its own merged kernels. Where a subclass's `build`
+    can take a kernel's ops instead of copying them (`takes_ops`), a merged
+    kernel this pattern built and that only the launch being merged runs
+    gives its ops to the next one (`taken`). It is built again from its
+    recipe where a later merge or launch needs it (`_materialized`; the
+    layers of a fold reuse the kernels of the first), so the kernels the
+    pattern leaves are those copying would have left, op for op.
     """
+
+    takes_ops: ClassVar[bool] = False
+    """Whether `build` honours `take`: it moves the ops of the kernels it is told to take."""
 
     merged: dict[tuple[object, ...], str] = field(default_factory=dict)
     """(kernel names, buffer pattern, plan) → the merged kernel already built for it."""
@@ -181,6 +196,10 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
     ops)."""
     scan_window: int = 256
     """How far back (in launches) a launch looks for a partner."""
+    recipes: dict[str, tuple[str, str, Plan, list[int], list[Attribute]]] = field(default_factory=dict)
+    """Each merged kernel built, by name: the kernels it merges, the plan, L2's buffer positions, the buffer types."""
+    taken: set[str] = field(default_factory=set)
+    """Merged kernels whose ops a later merge took: their op is an empty shell until `_materialized`."""
 
     @abstractmethod
     def analyse(self, kernel: pk.KernelOp) -> Analysis | None:
@@ -198,9 +217,49 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
     def tag(self, plan: Plan) -> tuple[object, ...]:
         """What of a merge's plan, besides the kernels and buffers, tells its merged kernel apart from others'."""
 
-    def build(self, first: Launched[Analysis], second: Launched[Analysis], plan: Plan, positions: list[int],
-              types: list[Attribute]) -> pk.KernelOp:  # fmt: skip
-        """The merged kernel (built once per kernels, buffer pattern and `tag`)."""
+    @abstractmethod
+    def build(self, first: Analysis, second: Analysis, plan: Plan, positions: list[int], types: list[Attribute],
+              take: tuple[bool, bool]) -> pk.KernelOp:  # fmt: skip
+        """The merged kernel of L1's and L2's (built once per kernels, buffer pattern and `tag`); where `take`
+        says so and `takes_ops` is set, with the kernel's own ops rather than copies."""
+
+    def apply_to(self, module: ModuleOp) -> None:
+        """Merge in each host program of `module`, then build again the taken kernels a launch still runs."""
+        rewrite_host_programs(module, self)
+        kernels = {k.sym_name.data: k for k in module.body.block.ops if isinstance(k, pk.KernelOp)}
+        launched = {l.kernel.string_value() for l in module.walk() if isinstance(l, pk.LaunchOp)}
+        for name in sorted(launched & self.taken):
+            self._materialized(name, kernels)
+
+    def _analysed(self, k: pk.KernelOp) -> tuple[Analysis | None, frozenset[int], frozenset[int]]:
+        if k not in self.analyses:
+            analysis = self.analyse(k)
+            self.analyses[k] = (analysis, self.reads(k, analysis), written_buffers(k))
+        return self.analyses[k]
+
+    def _materialized(self, name: str, kernels: dict[str, pk.KernelOp]) -> pk.KernelOp:
+        """The kernel `name` with its ops: a taken one is built again from its recipe, in its shell's place.
+
+        The kernels it merges that were taken too are built again only for it, so it takes their ops again: a
+        chain is built once more, not once per link."""
+        if name not in self.taken:
+            return kernels[name]
+        n1, n2, plan, positions, types = self.recipes[name]
+        take = tuple(n in self.taken and n1 != n2 for n in (n1, n2))
+        first, second = (self._analysed(self._materialized(n, kernels))[0] for n in (n1, n2))
+        kernel = self.build(first, second, plan, positions, types, take)  # type: ignore[arg-type]
+        self.taken.update(n for n, took in zip((n1, n2), take) if took)
+        kernel.sym_name = StringAttr(name)
+        shell = kernels[name]
+        block = shell.parent_block()
+        assert block is not None
+        block.insert_op_before(kernel, shell)
+        shell.detach()
+        shell.erase(safe_erase=False)
+        self.analyses.pop(shell, None)
+        self.taken.discard(name)
+        kernels[name] = kernel
+        return kernel
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: pk.HostOp, rewriter: PatternRewriter) -> None:
@@ -208,27 +267,37 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
 
         def launched(l: pk.LaunchOp) -> Launched[Analysis]:
             k = kernels[l.kernel.string_value()]
-            if k not in self.analyses:
-                analysis = self.analyse(k)
-                self.analyses[k] = (analysis, self.reads(k, analysis), written_buffers(k))
-            analysis, reads, writes = self.analyses[k]
+            analysis, reads, writes = self._analysed(k)
             buffers = list(l.buffers)
             return Launched(l, k, analysis, {root(buffers[i]) for i in reads}, {root(buffers[i]) for i in writes})
 
         launches = [
             launched(l) for l in op.body.block.ops if isinstance(l, pk.LaunchOp) and l.kernel.string_value() in kernels
         ]
+        uses = Counter(l.op.kernel.string_value() for l in launches)  # launches of each kernel in this host program
         start = 0
         while (pair := self._first_pair(launches, start)) is not None:
             a, b, plan = pair
             first, second = launches[a], launches[b]
             values, positions = merged_buffers(first.op, second.op)
-            k1, k2 = first.kernel.sym_name.data, second.kernel.sym_name.data
+            k1, k2 = first.op.kernel.string_value(), second.op.kernel.string_value()
             key = (k1, k2, tuple(positions), len(values), self.tag(plan))
             name = self.merged.get(key)
             if name is None:
-                merged = self.build(first, second, plan, positions, [v.type for v in values])
+                take = tuple(self.takes_ops and k in self.recipes and uses[k] == 1 and k1 != k2 for k in (k1, k2))
+                analyses = [self._analysed(self._materialized(k, kernels))[0] for k in (k1, k2)]
+                types = [v.type for v in values]
+                merged = self.build(*analyses, plan, positions, types, take)  # type: ignore[arg-type]
                 name = self.merged[key] = add_merged_kernel(merged, k1, k2, kernels, op, rewriter)
+                self.recipes[name] = (k1, k2, plan, positions, types)
+                self.taken.update(k for k, took in zip((k1, k2), take) if took)
+                for i, l in enumerate(launches):  # a launch whose kernel was built again reads the new one
+                    if kernels[l.op.kernel.string_value()] is not l.kernel:
+                        launches[i] = launched(l.op)
+                first, second = launches[a], launches[b]
+            uses[k1] -= 1
+            uses[k2] -= 1
+            uses[name] += 1
             down = moves_past(first, launches[a + 1 : b])  # else L2 moves up (`may_merge`)
             merged_launch = launched(launch_in_place_of(first.op, second.op, name, values, rewriter, at_second=down))
             launches[b if down else a] = merged_launch

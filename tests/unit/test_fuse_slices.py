@@ -88,6 +88,34 @@ def test_corpus_same_bytes(native: NativeRunner, path: str, entry: str, dims: di
     assert run_bytes(with_pass, native, leaves) == reference
 
 
+def test_chains_of_merges_take_their_kernels_ops_and_leave_what_copying_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merged kernel that the next merge of its chain takes gives its ops instead of a copy; the layers of the
+    GPT's fold reuse the first layer's merged kernels, so some taken ones are built again. The kernels and host
+    program left are those copying every merged kernel leaves, op for op."""
+    taken: set[str] = set()
+    rebuilt: set[str] = set()
+    build, materialized = fuse_slices.MergeSlices.build, fuse_slices.MergeSlices._materialized
+
+    def counting_build(self: fuse_slices.MergeSlices, *args: object) -> object:
+        taken.update(self.taken)
+        return build(self, *args)  # type: ignore[arg-type]
+
+    def counting_materialized(self: fuse_slices.MergeSlices, name: str, kernels: object) -> object:
+        if name in self.taken:
+            rebuilt.add(name)
+        return materialized(self, name, kernels)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fuse_slices.MergeSlices, "build", counting_build)
+    monkeypatch.setattr(fuse_slices.MergeSlices, "_materialized", counting_materialized)
+    dims = {"B": 2, "T": 8}
+    taking = lowered("corpus/nlp/gpt.mlir", "loss_grad", dims, "f32", True)
+    assert taken and rebuilt, "no merge took a kernel's ops, or none was built again"
+    monkeypatch.setattr(fuse_slices.MergeSlices, "takes_ops", False)
+    copying = lowered("corpus/nlp/gpt.mlir", "loss_grad", dims, "f32", True)
+    taking.verify()
+    assert str(taking) == str(copying)
+
+
 def test_layernorm_runs_row_by_row() -> None:
     """The mean's blocks of rows set the loop; the elementwise kernels run the rows of a block one by one."""
     after = lowered("bench/programs/layernorm.mlir", "layernorm", {"R": 32, "E": 16}, "f32", True)
