@@ -568,7 +568,12 @@ def main() -> None:
         out = os.fdopen(os.dup(1), "w")
         os.dup2(2, 1)
         sys.stdout = sys.stderr
-        record = _worker(args)
+        from presk.diagnostics import PreskError
+
+        try:
+            record = _worker(args)
+        except PreskError as error:  # a plan that does not fit the program, say: its message, not a traceback
+            sys.exit(f"bench_gpt.py: error: {error}")
         out.write(json.dumps(record) + "\n")
         out.flush()
         return
