@@ -285,16 +285,18 @@ class MergeLaunchPairs(RewritePattern, Generic[Analysis, Plan]):
             name = self.merged.get(key)
             if name is None:
                 take = tuple(self.takes_ops and k in self.recipes and uses[k] == 1 and k1 != k2 for k in (k1, k2))
+                shells = k1 in self.taken or k2 in self.taken  # then `_materialized` builds kernels again
                 analyses = [self._analysed(self._materialized(k, kernels))[0] for k in (k1, k2)]
                 types = [v.type for v in values]
                 merged = self.build(*analyses, plan, positions, types, take)  # type: ignore[arg-type]
                 name = self.merged[key] = add_merged_kernel(merged, k1, k2, kernels, op, rewriter)
                 self.recipes[name] = (k1, k2, plan, positions, types)
                 self.taken.update(k for k, took in zip((k1, k2), take) if took)
-                for i, l in enumerate(launches):  # a launch whose kernel was built again reads the new one
-                    if kernels[l.op.kernel.string_value()] is not l.kernel:
-                        launches[i] = launched(l.op)
-                first, second = launches[a], launches[b]
+                if shells:  # a launch whose kernel was built again reads the new one
+                    for i, l in enumerate(launches):
+                        if kernels[l.op.kernel.string_value()] is not l.kernel:
+                            launches[i] = launched(l.op)
+                    first, second = launches[a], launches[b]
             uses[k1] -= 1
             uses[k2] -= 1
             uses[name] += 1
