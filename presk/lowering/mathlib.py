@@ -211,17 +211,19 @@ def emit_divide(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
 def emit_exp(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """e**x (overflow to +inf, underflow through subnormals to +0).
 
-    A vector takes the form without the subnormal path unless a lane lies
-    below `exp_normal_from`, and calls the whole method, out of line, when
-    one does: the same bits either way, and the subnormal path's twenty
-    instructions only where a result can be subnormal. Out of line (`noinline`,
-    `cold`), its constants stay out of the caller's registers.
+    A vector whose every lane lies in [`exp_normal_from`, `exp_normal_to`]
+    takes `exp_in_normal_range` (no clamps, no NaN, no subnormal path, one
+    scaling product: a softmax's exponentials, all of them but far below
+    their row's maximum); a vector with a lane outside, or NaN, calls the
+    whole method, out of line: the same bits either way. Out of line
+    (`noinline`, `cold`), its constants stay out of the caller's registers.
     """
     if not isinstance(x.type, ir.VectorType):
         return spec.exp(IROps(builder, x.type), x)
     fmt = spec.F32 if isinstance(x.type.element, ir.FloatType) else spec.F64
-    low = builder.fcmp_ordered("<", x, ir.Constant(x.type, [spec.exp_normal_from(fmt)] * x.type.count))
-    return branch_to_exact(builder, low, lambda b: spec.exp(IROps(b, x.type), x, subnormals=False),
+    below = builder.fcmp_unordered("<", x, ir.Constant(x.type, [spec.exp_normal_from(fmt)] * x.type.count))
+    above = builder.fcmp_unordered(">", x, ir.Constant(x.type, [spec.exp_normal_to(fmt)] * x.type.count))
+    return branch_to_exact(builder, builder.or_(below, above), lambda b: spec.exp_in_normal_range(IROps(b, x.type), x),
                            "presk.exp.exact", [x], lambda b, a: spec.exp(IROps(b, a[0].type), a[0]))  # fmt: skip
 
 

@@ -29,7 +29,7 @@ from llvmlite import ir
 
 from presk.interp import mathlib as twin
 from presk.lowering.mathlib import EMITTERS, IROps, define_map_kernel, emit_exp
-from presk.lowering.mathlib_spec import F32, F64, Format
+from presk.lowering.mathlib_spec import F32, F64, Format, exp, exp_in_normal_range, exp_normal_from, exp_normal_to
 
 FUNCTIONS = ("exp", "log", "tanh", "erf")
 DTYPES = (np.float32, np.float64)
@@ -122,7 +122,8 @@ def edges(fn: str, dtype: type) -> np.ndarray:
     tiny = [2.0**-e for e in range(1, -info.minexp + p, 7)]
     if fn == "exp":
         ks = np.arange(info.minexp - p - 2, info.maxexp + 2)
-        values = [fmt.exp_lo, fmt.exp_hi, math.log(float(info.max)), math.log(float(info.tiny)),
+        values = [fmt.exp_lo, fmt.exp_hi, exp_normal_from(fmt), exp_normal_to(fmt),
+                  math.log(float(info.max)), math.log(float(info.tiny)),
                   math.log(float(info.smallest_subnormal)), math.log(float(info.smallest_subnormal)) - ln2,
                   *((ks + 0.5) * ln2), *tiny]
     elif fn == "log":
@@ -183,6 +184,20 @@ def test_scalar_vector_and_twin_agree_bitwise(native: Native, fn: str, dtype: ty
     assert expected.dtype == dtype
     for lanes in LANES[dtype]:
         assert_same_bits(native(fn, x, lanes), expected, x, f"{fn} {np.dtype(dtype).name} x{lanes} vs twin")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_exp_in_its_normal_range_is_exp_s_bits(dtype: type) -> None:
+    """The vectors' cheap form of e**x (one scaling product, no clamps) gives the whole method's bits on its
+    range, every k of it and both ends included; the native vectors take it there (the test above)."""
+    fmt = FMT[dtype]
+    lo, hi = exp_normal_from(fmt), exp_normal_to(fmt)
+    x = inputs("exp", dtype)
+    x = np.concatenate([x, np.linspace(lo, hi, 200_001, dtype=dtype), around([lo, hi], dtype)])
+    x = x[(x >= dtype(lo)) & (x <= dtype(hi))]
+    assert (x == dtype(lo)).any() and (x == dtype(hi)).any()
+    ops = twin.NumpyOps(dtype)
+    assert_same_bits(exp_in_normal_range(ops, x), exp(ops, x), x, "exp_in_normal_range vs exp")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])

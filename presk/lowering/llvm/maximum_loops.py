@@ -49,7 +49,7 @@ from xdsl.ir import Operation, SSAValue
 from presk.dialects.psk_kernel import PARALLEL
 from presk.analysis import trip_count
 from presk.lowering.llvm.vector_body import inside
-from presk.lowering.llvm.irtypes import I1, I32, I64
+from presk.lowering.llvm.irtypes import I32, I64
 from presk.lowering.llvm.loops import ScalarLoops
 from presk.analysis import constant_int
 from presk.lowering.llvm.target import intrinsic
@@ -149,23 +149,23 @@ class MaximumLoops(ScalarLoops):
         assert first is not None and count is not None
         whole = count - count % width
         vector = ir.VectorType(init.type, lanes)
-        flags = ir.VectorType(I1, lanes)
+        # NaNs seen so far, as the compare's own masks (all ones in a lane that saw one), or-ed as vectors.
+        flags = ir.VectorType(I32 if isinstance(init.type, ir.FloatType) else I64, lanes)
         before = b.block
         label, body, exit_ = self.new_loop("maximum")
         b.branch(body)  # whole >= width: at least one group
         b.position_at_end(body)
         iv = b.phi(I64, name=f"{label}.i")
         iv.add_incoming(lb, before)
-        maxima, seen = [], []
+        maxima = []
         for _ in range(ACCUMULATORS):
             phi = b.phi(vector)
             phi.add_incoming(ir.Constant(vector, [init.type(float("-inf"))] * lanes), before)
             maxima.append(phi)
-            nan = b.phi(flags)
-            nan.add_incoming(ir.Constant(flags, [0] * lanes), before)
-            seen.append(nan)
+        seen = b.phi(flags)
+        seen.add_incoming(ir.Constant(flags, [0] * lanes), before)
         block = op.body.block
-        updated, nans = [], []
+        updated, terms = [], []
         with self.in_vector_form(plan.vector_loads, lanes):
             for u in range(ACCUMULATORS):
                 self.values[block.args[0]] = b.add(iv, I64(u * lanes), flags=["nuw", "nsw"]) if u else iv
@@ -178,26 +178,30 @@ class MaximumLoops(ScalarLoops):
                     condition = self.value(plan.mask.operands[0])
                     x = b.select(condition, bottom, x) if plan.keep_when_true else b.select(condition, x, bottom)
                 updated.append(_machine_max(b, maxima[u], x))
-                nans.append(b.or_(seen[u], b.fcmp_unordered("uno", x, x)))
+                terms.append(x)
+        nans = seen
+        for u in range(0, ACCUMULATORS, 2):  # one compare for two terms: unordered if either is NaN
+            pair = b.fcmp_unordered("uno", terms[u], terms[min(u + 1, ACCUMULATORS - 1)])
+            nans = b.or_(nans, b.sext(pair, flags))
         latch = b.block
         following = b.add(iv, I64(width), name=f"{label}.next", flags=["nuw", "nsw"])
         b.cbranch(b.icmp_signed("<", following, I64(first + whole)), body, exit_)
         iv.add_incoming(following, latch)
-        for phi, value in zip(maxima + seen, updated + nans):
+        for phi, value in zip([*maxima, seen], [*updated, nans]):
             phi.add_incoming(value, latch)
         self.leave_loop(exit_)
 
         top = updated[0]
-        nan = nans[0]
         for u in range(1, ACCUMULATORS):
-            top, nan = _machine_max(b, top, updated[u]), b.or_(nan, nans[u])
+            top = _machine_max(b, top, updated[u])
         half = lanes // 2
         while half:
             mask = ir.Constant(ir.VectorType(I32, lanes), [(i + half) % lanes for i in range(lanes)])
             top = _machine_max(b, top, b.shuffle_vector(top, top, mask))
             half //= 2
         top = b.extract_element(top, I32(0))
-        any_nan = b.icmp_unsigned("!=", b.bitcast(nan, ir.IntType(lanes)), ir.IntType(lanes)(0))
+        bits = ir.IntType(lanes * flags.element.width)
+        any_nan = b.icmp_unsigned("!=", b.bitcast(nans, bits), bits(0))
         trusted = b.and_(b.not_(any_nan), b.fcmp_ordered("!=", top, init.type(0.0)))
         if plan.mask is not None:  # maximum(acc, −inf) is acc but for a NaN acc: refuse a NaN start
             trusted = b.and_(trusted, b.fcmp_ordered("ord", init, init))
