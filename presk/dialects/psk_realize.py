@@ -58,6 +58,9 @@ MAX_GROUP_NODES = 64
 REALIZATIONS: dict[str, tuple[str, str]] = {"f64": ("f64", "f64"), "f32": ("f32", "f32"), "bf16": ("bf16", "f32")}
 """Each uniform realization's (storage, arithmetic) types: bf16 stores in bf16 and computes in f32."""
 
+DEFAULT_ATTRIBUTE = "psk_realize.default"
+"""Module attribute naming the realization of the program's arguments (its default storage type)."""
+
 STORAGE_BYTES: dict[str, int] = {"f64": 8, "f32": 4, "bf16": 2}
 """Bytes of one real in each realization's storage type."""
 

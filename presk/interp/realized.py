@@ -23,13 +23,9 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 
 from presk.interp.bf16 import f64_to_f32_odd
-from presk.dialects.psk_realize import GroupOp, NestOp, SiteOp
+from presk.dialects.psk_realize import DEFAULT_ATTRIBUTE, GroupOp, NestOp, SiteOp
 
 ARITH_DTYPES: dict[str, type[np.floating]] = {"f64": np.float64, "f32": np.float32}
-
-DEFAULT_ATTRIBUTE = "psk_realize.default"
-"""Module attribute naming the realization of the program's arguments (its default storage type)."""
-
 
 def to_arith(value: Any, arith: str) -> Any:
     """`value` (a tree of tensors and reals) in the arithmetic type; index tensors unchanged."""

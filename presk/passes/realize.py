@@ -28,6 +28,7 @@ from xdsl.utils.exceptions import VerifyException
 from presk.diagnostics import PlanWarning, PreskError
 from presk import sizes
 from presk.dialects.psk_realize import (
+    DEFAULT_ATTRIBUTE,
     LayoutAttr,
     RealizationAttr,
     SiteOp,
@@ -37,7 +38,6 @@ from presk.dialects.psk_realize import (
 )
 from presk.dialects.psk_realize_layout import FULL_LANES, Json, layout_violation
 from presk.dialects.psk_realize_nests import LAUNCHING_OPS, is_elementwise
-from presk.interp.realized import DEFAULT_ATTRIBUTE
 from presk.ir.locations import error_at
 from presk.ir.verify import exception_message
 from presk.passes.vectorize import tile_registers
