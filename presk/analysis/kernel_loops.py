@@ -155,8 +155,14 @@ def affine_index(
     `memo` keeps the forms found, for callers asking about many indices over the same `counters`."""
     if memo is not None:
         if value not in memo:
-            memo[value] = affine_index(value, counters)
+            memo[value] = _affine_index(value, counters, memo)
         return memo[value]
+    return _affine_index(value, counters, None)
+
+
+def _affine_index(
+    value: SSAValue, counters: Sequence[SSAValue], memo: dict[SSAValue, tuple[tuple[int, ...], int] | None] | None
+) -> tuple[tuple[int, ...], int] | None:
     if value in counters:
         coefs = [0] * len(counters)
         coefs[list(counters).index(value)] = 1
@@ -167,7 +173,7 @@ def affine_index(
     owner = value.owner
     if not isinstance(owner, Operation) or owner.name not in ("arith.addi", "arith.subi", "arith.muli"):
         return None
-    forms = [affine_index(operand, counters) for operand in owner.operands]
+    forms = [affine_index(operand, counters, memo) for operand in owner.operands]
     if len(forms) != 2 or forms[0] is None or forms[1] is None:
         return None
     (a, ca), (b, cb) = forms  # type: ignore[misc]
