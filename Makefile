@@ -87,8 +87,7 @@ NARROW_LIT := tests/plan \
     launch_epilogue_unverified.mlir)
 # The pytest files the second lane runs (with lit and the narrow pass); the first runs the others.
 LANE2_PYTEST := tests/unit/test_egraph.py tests/unit/test_layout_points.py tests/unit/test_epilogue.py tests/unit/test_cli_pass_pipeline.py \
-  tests/unit/test_cli_calibrate.py tests/unit/test_ray_tuning.py tests/unit/test_fuse_slices.py tests/unit/test_cli_opt.py \
-  tests/unit/test_jblock.py tests/unit/test_plugin_lit.py
+  tests/unit/test_cli_calibrate.py tests/unit/test_ray_tuning.py tests/unit/test_fuse_slices.py tests/unit/test_cli_opt.py
 AND_NARROW ?= yes
 
 # Every suite runs even when another fails, so one CI run reports everything.
