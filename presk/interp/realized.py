@@ -27,6 +27,7 @@ from presk.dialects.psk_realize import DEFAULT_ATTRIBUTE, GroupOp, NestOp, SiteO
 
 ARITH_DTYPES: dict[str, type[np.floating]] = {"f64": np.float64, "f32": np.float32}
 
+
 def to_arith(value: Any, arith: str) -> Any:
     """`value` (a tree of tensors and reals) in the arithmetic type; index tensors unchanged."""
     dtype = ARITH_DTYPES[arith]
