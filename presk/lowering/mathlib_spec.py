@@ -184,14 +184,17 @@ def _pow2(o: Ops[F, I, M], k: I) -> F:
     return o.from_bits(o.shl(o.iadd(k, o.iconst(o.fmt.bias)), o.fmt.mant))
 
 
-def _scale_normal(o: Ops[F, I, M], y: F, k: I, kf: F) -> F:
-    """y * 2**k rounded once, for results in the normal range or above."""
+def _scale_normal(o: Ops[F, I, M], y: F, k: I, kf: F, normal_k: bool = False) -> F:
+    """y * 2**k rounded once, for results in the normal range or above; `normal_k`: 2**k is itself normal."""
     # y * 2**k1 is exact (y normal, k1 = k >> 1 >= the normal range's half),
-    # and the second factor rounds once. An Ops may offer `scale_by_pow2(y, kf)`,
-    # the same product in one instruction (AVX-512's vscalef: y * 2**floor(kf),
-    # one IEEE rounding); it returns None where it has none.
+    # and the second factor rounds once; where 2**k is normal, one factor does.
+    # An Ops may offer `scale_by_pow2(y, kf)`, the same product in one
+    # instruction (AVX-512's vscalef: y * 2**floor(kf), one IEEE rounding); it
+    # returns None where it has none.
     fused = getattr(o, "scale_by_pow2", None)
     res = fused(y, kf) if fused is not None else None
+    if res is None and normal_k:
+        res = o.mul(y, _pow2(o, k))
     if res is None:
         k1 = o.ashr(k, 1)
         k2 = o.isub(k, k1)
@@ -220,9 +223,7 @@ def exp_in_normal_range(o: Ops[F, I, M], x: F) -> F:
     """
     k, kf, r = _reduce_ln2_kf(o, x)
     y = horner(o, r, (1.0, 1.0, *o.fmt.table["EXP_POLY"]))
-    fused = getattr(o, "scale_by_pow2", None)
-    res = fused(y, kf) if fused is not None else None
-    return res if res is not None else o.mul(y, _pow2(o, k))
+    return _scale_normal(o, y, k, kf, normal_k=True)
 
 
 def _scale_subnormal(o: Ops[F, I, M], y: F, k: I) -> F:
