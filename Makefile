@@ -85,32 +85,30 @@ NARROW_LIT := tests/plan \
     tile_remainders.mlir vectorize.mlir vectorize_dump.mlir vectorize_width.mlir epilogue_refused.mlir) \
   $(addprefix tests/filecheck/psk_realize/,launch_lanes.mlir launch_pack.mlir launch_epilogue.mlir \
     launch_epilogue_unverified.mlir)
-# The pytest files the second lane runs (with lit and the narrow pass); the first runs the others.
-LANE2_PYTEST := tests/unit/test_egraph.py tests/unit/test_layout_points.py tests/unit/test_epilogue.py tests/unit/test_cli_pass_pipeline.py \
-  tests/unit/test_cli_calibrate.py tests/unit/test_ray_tuning.py tests/unit/test_fuse_slices.py tests/unit/test_cli_opt.py
 AND_NARROW ?= yes
+JOBS ?= $(shell nproc)
+# pytest-xdist hands whole files to JOBS workers, the longest first (tests/unit/conftest.py's
+# LONGEST_FILES): a file's module fixtures (the calibration's profile, a lowered program) are made once.
+PYTEST_PARALLEL := -n $(JOBS) --dist loadfile --no-loadscope-reorder
 
-# Every suite runs even when another fails, so one CI run reports everything.
-# Two lanes, one per core: pytest (but for $(LANE2_PYTEST)) in the first;
-# $(LANE2_PYTEST), lit and the narrow pass in the second, whose output is
-# printed when both are done. They share one kernel cache, new for the run:
-# what one test compiles, the others load, and nothing is read from an
-# earlier run's cache (its keys hold the target, so both kinds share it).
+# Every suite runs even when another fails, so one CI run reports everything:
+# pytest, then lit, then (on a host whose registers are wider than the narrow
+# target's) the register-width tests lowered for it, each on every core. They
+# share one kernel cache, new for the run: what one test compiles, the others
+# load, and nothing is read from an earlier run's cache (its keys hold the
+# target, so both kinds share it).
 test: $(STAMP)
-	@cache=$$(mktemp -d); lane2=$$(mktemp); export PRESK_CACHE_DIR=$$cache; \
-	( status=0; \
-	  echo "== $$(date +%T) $(LANE2_PYTEST)"; $(BIN)/python -m pytest -q $(LANE2_PYTEST) || status=1; \
-	  echo "== $$(date +%T) lit"; $(BIN)/lit -q tests/filecheck tests/plan || status=1; \
-	  if [ -n "$(AND_NARROW)" ] && [ "$$($(BIN)/python -c "$$WIDER_THAN_NARROW")" = yes ]; then \
-	    echo "== $$(date +%T) lowered for $(NARROW_TARGET): pytest -m target, and lit's tests of the widths"; \
-	    PRESK_TARGET=$(NARROW_TARGET) $(BIN)/python -m pytest -q -m target || status=1; \
-	    PRESK_TARGET=$(NARROW_TARGET) $(BIN)/lit -q $(NARROW_LIT) || status=1; \
-	  elif [ -n "$(AND_NARROW)" ]; then \
-	    echo "== this host's vector registers are $(NARROW_TARGET)'s: the tests above ran at its widths"; \
-	  fi; echo "== $$(date +%T) second lane done"; exit $$status ) > $$lane2 2>&1 & pid=$$!; \
-	status=0; echo "== $$(date +%T) pytest"; \
-	$(BIN)/python -m pytest -q $(addprefix --ignore=,$(LANE2_PYTEST)) || status=1; \
-	echo "== $$(date +%T) first lane done"; wait $$pid || status=1; cat $$lane2; rm -rf $$cache $$lane2; exit $$status
+	@cache=$$(mktemp -d); export PRESK_CACHE_DIR=$$cache; status=0; \
+	echo "== $$(date +%T) pytest on $(JOBS) workers"; \
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) || status=1; \
+	echo "== $$(date +%T) lit"; $(BIN)/lit -q -j $(JOBS) tests/filecheck tests/plan || status=1; \
+	if [ -n "$(AND_NARROW)" ] && [ "$$($(BIN)/python -c "$$WIDER_THAN_NARROW")" = yes ]; then \
+	  echo "== $$(date +%T) lowered for $(NARROW_TARGET): pytest -m target, and lit's tests of the widths"; \
+	  PRESK_TARGET=$(NARROW_TARGET) $(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m target || status=1; \
+	  PRESK_TARGET=$(NARROW_TARGET) $(BIN)/lit -q -j $(JOBS) $(NARROW_LIT) || status=1; \
+	elif [ -n "$(AND_NARROW)" ]; then \
+	  echo "== this host's vector registers are $(NARROW_TARGET)'s: the tests above ran at its widths"; \
+	fi; echo "== $$(date +%T) done"; rm -rf $$cache; exit $$status
 
 # The whole suite lowered for AVX2 (x86-64-v3): on an AVX-512 host it runs the
 # narrower register file's code natively, so one machine tests both kinds.

@@ -2,7 +2,7 @@
 
 A tile vectorized at L lanes keeps m·n/L accumulators live, with n/L loaded
 vectors of operand 1 and a broadcast of operand 0
-(`presk.passes.vectorize.tile_registers`). Past the target's vector
+(`presk.dialects.psk_realize_layout.tile_registers`). Past the target's vector
 registers the accumulators spill on every k, so a quick sweep tries only
 the (tile, lanes) pairs that fit: the widest lanes first (each FMA does L
 multiply-adds), then the most accumulators (an FMA has 4 cycles of latency
@@ -15,7 +15,7 @@ that puts [8, 32] at 16 f32 lanes first; on AVX2's 16, [6, 16] at 8
 from __future__ import annotations
 
 from presk.dialects.psk_realize_layout import TILE_COLS, TILE_ROWS
-from presk.passes.vectorize import tile_registers
+from presk.dialects.psk_realize_layout import tile_registers
 from presk.target import Machine
 
 QUICK_TILES = 10

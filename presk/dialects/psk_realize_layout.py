@@ -25,7 +25,7 @@ that a program without one prints as it did before it existed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from itertools import permutations
 from typing import Any
 
@@ -75,6 +75,15 @@ MAX_SPLIT_DEPTH = 2
 PASSES = (2, 3)
 
 Json = Any
+
+
+def tile_registers(tile: Sequence[int], lanes: int) -> int:
+    """The vector registers a tile vectorized at `lanes` keeps live per k (`psk-vectorize`'s code): m·n/L
+    accumulators, n/L loaded vectors of operand 1 and one broadcast of operand 0. Past the target's
+    `vector_registers` the accumulators spill to the stack on every k."""
+    rows, cols = tile
+    groups = cols // lanes
+    return rows * groups + groups + 1
 
 
 def _is_int(value: Json) -> bool:

@@ -36,11 +36,10 @@ from presk.dialects.psk_realize import (
     layout_error,
     resolved_defaults,
 )
-from presk.dialects.psk_realize_layout import FULL_LANES, Json, layout_violation
+from presk.dialects.psk_realize_layout import FULL_LANES, Json, layout_violation, tile_registers
 from presk.dialects.psk_realize_nests import LAUNCHING_OPS, is_elementwise
 from presk.ir.locations import error_at
 from presk.ir.verify import exception_message
-from presk.passes.vectorize import tile_registers
 from presk.plans import Plan, plan_from_options
 from presk.target import Machine, target_machine
 

@@ -605,15 +605,6 @@ class VectorizeTileStores(RewritePattern):
             rewriter.erase(s)
 
 
-def tile_registers(tile: Sequence[int], lanes: int) -> int:
-    """The vector registers a tile vectorized at `lanes` keeps live per k (the code above): m·n/L
-    accumulators, n/L loaded vectors of operand 1 and one broadcast of operand 0. Past the target's
-    `vector_registers` the accumulators spill to the stack on every k."""
-    rows, cols = tile
-    groups = cols // lanes
-    return rows * groups + groups + 1
-
-
 @dataclass(frozen=True)
 class VectorizeContractions(ModulePass):
     """`psk-vectorize`: explicit vector code for the register tiles of contractions that state lanes."""

@@ -50,14 +50,13 @@ from presk.cost.quantities import kernel_terms_by_rules
 from presk.cost.terms import RULES, KernelTerms, MachineDesc
 from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import KernelOp
-from presk.dialects.psk_realize_layout import TILE_COLS
+from presk.dialects.psk_realize_layout import TILE_COLS, tile_registers
 from presk.interp.inputs import make_inputs
 from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.jit.timed import TimedRunner
-from presk.passes.vectorize import tile_registers
 from presk.pipeline import lower
 from presk.plans import parse_plan
 from presk.target import Machine

@@ -11,7 +11,7 @@ plainer one.
 
 Why `quick` filters (tile, lanes) by registers: a tile whose running sums,
 loaded vectors and broadcast exceed the vector registers spills on every k
-(`presk.passes.vectorize.tile_registers`); the model prices the spill, but
+(`presk.dialects.psk_realize_layout.tile_registers`); the model prices the spill, but
 such points are never the fastest and they are most of the space. The
 scalar `[1, 1]` tile is kept whatever the registers, as the point every
 nest has. A split of one worker is no split (`"none"` states it), so the
@@ -36,9 +36,9 @@ from presk.dialects.psk_realize_layout import (
     PASSES,
     TILE_COLS,
     TILE_ROWS,
+    tile_registers,
 )
 from presk.dialects.psk_realize_nests import Contraction, contraction
-from presk.passes.vectorize import tile_registers
 from presk.passes.verify_layout import Loop, bound, contraction_loops, site_loops, site_types
 from presk.target import Machine
 

@@ -27,6 +27,25 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+LONGEST_FILES = (
+    "test_layout_points.py", "test_cli_calibrate.py", "test_cli_train.py", "test_backends_exact.py",
+    "test_ray_tuning.py", "test_cli_opt.py", "test_egraph.py", "test_plan_check_dumps.py", "test_fuse_slices.py",
+    "test_perf_kernels.py", "test_tile_remainders.py", "test_autodiff.py", "test_fuse_launches.py",
+)  # fmt: skip
+"""The test files that take longest (about 20 s to 2 min each on 2 cores), longest first."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, each file's tests in their own order.
+
+    `make test` hands whole files to its pytest-xdist workers in collection
+    order (`--dist loadfile --no-loadscope-reorder`): started first, the long
+    files end with the short ones around them, where started last one of them
+    would run alone while the other core idles."""
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def run_kernel_cache() -> Iterator[Path]:
     """One kernel cache for the whole run: `PRESK_CACHE_DIR` when set (`make test` shares one with

@@ -17,7 +17,7 @@ from presk.cost.profile import Profile, append_samples, load_profile, save_profi
 from presk.cost.terms import RULES, MachineDesc
 from presk.diagnostics import PreskError
 from presk.jit.native import NativeRunner
-from presk.passes.vectorize import tile_registers
+from presk.dialects.psk_realize_layout import tile_registers
 from presk.target import target_machine
 from presk.tuning import calibration
 from presk.tuning.calibration import Point, Progress, measure_point, parse_budget, rule_sets, run_space, space

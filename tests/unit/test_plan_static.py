@@ -28,7 +28,7 @@ from presk.cost.terms import MachineDesc
 from presk.dialects.psk_realize_layout import domain_violation, kind_violation
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module, read_source
-from presk.passes.vectorize import tile_registers
+from presk.dialects.psk_realize_layout import tile_registers
 from presk.plans import parse_plan
 from presk.target import target_machine
 from presk.tuning.plan import Nest, Pricer, capture, choose

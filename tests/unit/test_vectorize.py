@@ -21,6 +21,7 @@ from presk import sizes
 from presk.target import target_named
 from presk.diagnostics import PreskError
 from presk.dialects.psk_kernel import KernelOp
+from presk.dialects.psk_realize_layout import tile_registers
 from presk.interp.kernel import KernelInterpreter
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
@@ -154,7 +155,7 @@ def test_only_the_register_tiles_k_loop_is_unrolled() -> None:
 )  # fmt: skip
 def test_tile_registers_counts_accumulators_loads_and_the_broadcast(tile: tuple[int, int], lanes: int, registers: int) -> None:
     """m·n/L accumulators, n/L vectors of operand 1, one broadcast: [6, 16] at 8 lanes fills 15 of AVX2's 16."""
-    assert vectorize.tile_registers(tile, lanes) == registers
+    assert tile_registers(tile, lanes) == registers
 
 
 def test_is_idempotent() -> None:
