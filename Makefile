@@ -92,27 +92,31 @@ JOBS ?= $(shell nproc)
 PYTEST_PARALLEL := -n $(JOBS) --dist loadfile --no-loadscope-reorder
 
 # Every suite runs even when another fails, so one CI run reports everything:
-# pytest on every core; lit beside it at the lowest priority (`nice`), taking
-# the cores' idle time (a worker's last file, a test that waits) and every
-# core once pytest is done; then, on a host whose registers are wider than the
-# narrow target's, the register-width tests lowered for it. They share one
-# kernel cache, new for the run: what one test compiles, the others load, and
-# nothing is read from an earlier run's cache (its keys hold the target, so
-# both kinds share it). lit's output is printed after pytest's.
+# pytest on every core, then (on a host whose registers are wider than the
+# narrow target's) its register-width tests lowered for that target; lit
+# beside them at the lowest priority (`nice`), taking the cores' idle time (a
+# worker's last file, a test that waits) and every core once pytest is done,
+# then lit's tests of the widths lowered for the narrow target on such a host.
+# They share one kernel cache, new for the run: what one test compiles, the
+# others load, and nothing is read from an earlier run's cache (its keys hold
+# the target, so both kinds share it). lit's output is printed after pytest's.
 test: $(STAMP)
 	@cache=$$(mktemp -d); lits=$$(mktemp); export PRESK_CACHE_DIR=$$cache; status=0; \
+	narrow=$$([ -n "$(AND_NARROW)" ] && $(BIN)/python -c "$$WIDER_THAN_NARROW"); \
 	echo "== $$(date +%T) pytest on $(JOBS) workers, lit beside it"; \
-	( nice -n 19 $(BIN)/lit -q -j $(JOBS) tests/filecheck tests/plan; code=$$?; \
-	  echo "== $$(date +%T) lit done"; exit $$code ) > $$lits 2>&1 & lit=$$!; \
+	( code=0; nice -n 19 $(BIN)/lit -q -j $(JOBS) tests/filecheck tests/plan || code=1; \
+	  if [ "$$narrow" = yes ]; then \
+	    echo "== $$(date +%T) lit's tests of the widths, lowered for $(NARROW_TARGET)"; \
+	    PRESK_TARGET=$(NARROW_TARGET) nice -n 19 $(BIN)/lit -q -j $(JOBS) $(NARROW_LIT) || code=1; \
+	  fi; echo "== $$(date +%T) lit done"; exit $$code ) > $$lits 2>&1 & lit=$$!; \
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) || status=1; \
-	echo "== $$(date +%T) pytest done"; wait $$lit || status=1; echo "== lit"; cat $$lits; \
-	if [ -n "$(AND_NARROW)" ] && [ "$$($(BIN)/python -c "$$WIDER_THAN_NARROW")" = yes ]; then \
-	  echo "== $$(date +%T) lowered for $(NARROW_TARGET): pytest -m target, and lit's tests of the widths"; \
+	if [ "$$narrow" = yes ]; then \
+	  echo "== $$(date +%T) pytest -m target, lowered for $(NARROW_TARGET)"; \
 	  PRESK_TARGET=$(NARROW_TARGET) $(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m target || status=1; \
-	  PRESK_TARGET=$(NARROW_TARGET) $(BIN)/lit -q -j $(JOBS) $(NARROW_LIT) || status=1; \
 	elif [ -n "$(AND_NARROW)" ]; then \
-	  echo "== this host's vector registers are $(NARROW_TARGET)'s: the tests above ran at its widths"; \
-	fi; echo "== $$(date +%T) done"; rm -rf $$cache $$lits; exit $$status
+	  echo "== this host's vector registers are $(NARROW_TARGET)'s: the tests ran at its widths"; \
+	fi; echo "== $$(date +%T) pytest done"; wait $$lit || status=1; echo "== lit"; cat $$lits; \
+	echo "== $$(date +%T) done"; rm -rf $$cache $$lits; exit $$status
 
 # The whole suite lowered for AVX2 (x86-64-v3): on an AVX-512 host it runs the
 # narrower register file's code natively, so one machine tests both kinds.
