@@ -38,15 +38,17 @@ vector registers hold with the widest lanes and the most accumulators
 (`register_tiles.py`: [8, 32] at 16 f32 lanes first on AVX-512's 32
 registers, [6, 16] at 8 on AVX2's 16), no k-block (IJ, JI) and a k-block of
 128 (IJK, JIK, JKI, KIJ, KJI: with K outermost a k-block of operand 1 stays
-in L2 across the rows), each without and with the pack; `--space full`
-every point of the domain (tile [1, 1] or m_i ∈ {1, 2, 4, 6, 8} × n_j ∈ {4,
-8, 16, 32}, k-block none/32/128 with every order, every lane count of this
-machine, both packs). The pack copies operand 1 to a blocked panel
-[N / n_j, N, n_j] before each product (its time is counted): at N = 2048
-operand 1's rows are 8 KiB apart, so a tile's k-block of them falls in a
-few sets of L1 and L2 and evicts itself; the panel reads as one stream
-([8, 32] JI, f32 N = 2048, one thread: 168 ms packed against 305 ms
-unpacked, numpy 167 ms).
+in L2 across the rows), each without the pack, with it, and with `"both"`;
+`--space full` every point of the domain (tile [1, 1] or m_i ∈ {1, 2, 4, 6,
+8} × n_j ∈ {4, 8, 16, 32}, k-block none/32/128 with every order, every lane
+count of this machine, the three packs). The pack copies operand 1 to a
+blocked panel [N / n_j, N, n_j] before each product (its time is counted):
+at N = 2048 operand 1's rows are 8 KiB apart, so a tile's k-block of them
+falls in a few sets of L1 and L2 and evicts itself; the panel reads as one
+stream ([8, 32] JI, f32 N = 2048, one thread: 168 ms packed against 305 ms
+unpacked, numpy 167 ms). `"both"` also copies operand 0 to the panel
+[⌈N / m_i⌉, N, m_i] of the tile's rows, whose m_i rows are otherwise 8 KiB
+apart in one set of L1.
 
 n_j = 32 is two registers of 16 f32 per row: an AVX-512 f32 FMA has 4 cycles of latency and 2 units,
 so a tile needs m_i·n_j/L ≥ 8 independent accumulators to keep both busy,
@@ -105,7 +107,8 @@ def _block_points(kind: str, dtype: str, machine: Machine) -> list[dict[str, Any
         {"tile": tile, "kblock": kblock, "order": order, "lanes": lanes, "pack": pack}
         for tile, lanes in pairs
         for kblock, order in blocks
-        for pack in (False, True)
+        for pack in (False, True, "both")
+        if pack != "both" or tile[0] > 1  # a tile of one row has no panel of rows: E7002
     ]
 
 
@@ -128,7 +131,7 @@ def _label(layout: dict[str, Any] | None) -> str:
     return f"tile {layout.get('tile', 'default')}, lanes {layout.get('lanes', 'widest')}, " + (
         f"order {order}" if kb == "none" else f"k-block {kb} {order}"
     ) + (f", J-block {jb}" if (jb := layout.get("jblock", "none")) != "none" else "") + (
-        ", packed" if layout.get("pack") else ""
+        {True: ", packed", "both": ", both packed"}.get(layout.get("pack"), "")
     ) + (
         f", split at depth {split['depth']}" if isinstance(split := layout.get("split"), dict) else ""
     )

@@ -52,11 +52,12 @@ class ContractOp(IRDLOperation):
     first: a TN contraction (both operands carry K before I and J) may sum
     over several, one loop each, K the innermost; a blocked panel then
     keeps them after its block axis, [outer..., ⌈J/n⌉, K_outer..., K, n].
-    `lhs_block = m` an operand 0 of a TN contraction read from the blocked
-    panel [outer..., ⌈I/m⌉, K..., m] of the tile's m rows (`psk-pack`; the
-    last block holds I's last m rows where m does not divide I, as the
-    tile's shifted last block reads them), its axes still named
-    [outer..., K..., I]. The addend is a buffer (its
+    `lhs_block = m` an operand 0 read from the blocked panel
+    [outer..., ⌈I/m⌉, K..., m] of the tile's m rows (`psk-pack`: a TN
+    contraction's, or any under `"pack": "both"`; the last block holds I's
+    last m rows where m does not divide I, as the tile's shifted last block
+    reads them), its axes named [outer..., K..., I] as a TN operand 0's are
+    (an NN or NT operand 0 packed has them swapped to [outer..., K, I]). The addend is a buffer (its
     PSK-Core type in `addend_type`, for its broadcasting) or a literal
     (`addend_literal`); `product_first` keeps the add's operand order.
     """

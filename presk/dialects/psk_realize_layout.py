@@ -73,6 +73,10 @@ FULL_LANES = "full"
 replaces it with that number), so that one plan runs on AVX2 and on AVX-512."""
 MAX_SPLIT_DEPTH = 2
 PASSES = (2, 3)
+BOTH_PACKS = "both"
+"""A plan's `"pack": "both"`: operand 1's panel, as `true` copies it, and operand 0 copied to the blocked
+panel of the tile's m_i rows, [outer..., ⌈I/m_i⌉, K, m_i] (`presk.passes.pack`). An NN operand 0's rows
+are a whole row of K apart: at K = 2048 in f32, 8 KiB, so a tile's m_i rows share one set of L1."""
 
 Json = Any
 
@@ -126,6 +130,17 @@ def _check_lanes(value: Json) -> str | None:
     return f"lanes are 1, a register's width (2, 4, 8, 16) or full, not {_show(value)}"
 
 
+def _check_pack(value: Json) -> str | None:
+    if isinstance(value, bool) or value == BOTH_PACKS:
+        return None
+    return f"a pack is true, false or \"both\", not {_show(value)}"
+
+
+def packs_operand_1(pack: Json) -> bool:
+    """Whether a pack decision copies operand 1 to its panel: `true` and `"both"` do."""
+    return pack is True or pack == BOTH_PACKS
+
+
 def _check_split(value: Json) -> str | None:
     if value == "none":
         return None
@@ -158,7 +173,7 @@ DOMAIN_CHECKS: dict[str, Callable[[Json], str | None]] = {
     "order": _check_order,
     "lanes": _check_lanes,
     "split": _check_split,
-    "pack": _check_bool("a pack"),
+    "pack": _check_pack,
     "passes": _check_passes,
     "epilogue": _check_bool("an epilogue"),
 }
@@ -246,7 +261,7 @@ def default_layout(
         return {"form": "row-wise", "split": "executor", "epilogue": False}
     tile = stated.get("tile", [1, 8] if eight else [1, 1])
     kblock = stated.get("kblock", "none")
-    packed = stated.get("pack", False) is True
+    packed = packs_operand_1(stated.get("pack", False))
     # Lanes run along J: on an NT contraction J is contiguous only in the pack's panel.
     contiguous = not shape.nt or packed
     lanes: Json = "widest" if _tile_columns(tile) > 1 and contiguous and storage != "bf16" else 1

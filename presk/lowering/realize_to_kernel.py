@@ -86,6 +86,7 @@ from presk.dialects.psk_realize import (
     SiteOp,
     resolved_defaults,
 )
+from presk.dialects.psk_realize_layout import BOTH_PACKS, packs_operand_1
 from presk.dialects.psk_realize_nests import contraction as contraction_of
 from presk.interp.realized import argument_storage
 from presk.interp.values import leaf_items
@@ -513,6 +514,13 @@ def contraction_violation(
             return 3, "jblock", f"a J-block of {tl.jblock} exceeds J = {c.j} of {n_j}"
         if tl.kblock is not None and tl.kblock > n_k:
             return 3, "kblock", f"a k-block of {tl.kblock} exceeds K = {c.k} of {n_k}"
+        if layout.get("pack") == BOTH_PACKS and tl.m == 1:
+            return 3, "pack", "the pack \"both\" copies operand 0 to a panel of the tile's rows, and the tile has one"
+        if layout.get("pack") == BOTH_PACKS and "I" in tl.enclosed and n_i % tl.m:
+            return 3, "pack", (
+                f"operand 0's panel holds whole blocks of the tile's {tl.m} rows, which do not divide I = {c.i} of {n_i}, "
+                "and the k-block loop encloses the I block loop, whose last tile clamps its rows"
+            )
         if tl.sums_in_output and storage != arith:
             return 7, "order" if "order" in stated else "kblock", (
                 f"in the order \"{tl.order}\" the k-block loop encloses the I or J block loop, so the running sums wait in "
@@ -520,7 +528,7 @@ def contraction_violation(
                 f"{storage} stores what {arith} accumulates"
             )
         columns, what = tl.n, f"the tile's {tl.n} columns"
-    pack = layout.get("pack") is True
+    pack = packs_operand_1(layout.get("pack"))
     lanes = stated.get("lanes")
     if isinstance(lanes, int) and lanes != 1:
         if layout.get("form") == "row-wise":

@@ -21,6 +21,12 @@ reads each operand's consecutive k a whole row apart; packed, operand 1
 is the blocked panel [outer..., ⌈J/n⌉, K..., n] and operand 0 the blocked
 panel [outer..., ⌈I/m⌉, K..., m] of the tile's m rows (`pack_rows`).
 
+`pack: "both"` packs operand 0 of an NN or NT contraction too. Its
+operand 0 carries K innermost: a tile reads m rows a whole row of K apart,
+which at K = 2048 in f32 (8 KiB) share one set of L1. The copy is the one
+an NT operand 1 gets, [outer..., I, K] to [outer..., ⌈I/m⌉, K, m], and the
+contraction then reads operand 0 as a TN one reads its panel.
+
 The kernel's buffer for an operand becomes the panel's type; each launch of
 it gets the panel in its place.
 """
@@ -43,6 +49,7 @@ from xdsl.rewriter import InsertPoint
 
 from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_kernel_structured import ContractOp
+from presk.dialects.psk_realize_layout import BOTH_PACKS, packs_operand_1
 from presk.lowering import contraction
 from presk.lowering.kernel_builder import KernelBuilder
 from presk.passes.kernel_layout import (
@@ -63,17 +70,21 @@ def _swap_last_two(rank: int) -> list[int]:
 
 @dataclass
 class PackOperand(RewritePattern):
-    """A `psk_kernel.contract` whose kernel's layout packs: a panel for operand 1 (a TN one's operand 0 too), and the copy launches."""
+    """A `psk_kernel.contract` whose kernel's layout packs: a panel for operand 1 (for operand 0 too on a TN one, or under "both"), and the copy launches."""
 
     module: ModuleOp
-    copies: dict[tuple[MemRefType, MemRefType, int], str] = field(default_factory=dict)
-    """The pack kernel of each (source, panel, summed axes): one kernel serves every such copy."""
+    copies: dict[tuple[MemRefType, MemRefType, int, bool], str] = field(default_factory=dict)
+    """The pack kernel of each (source, panel, summed axes, transposed): one kernel serves every such copy.
+
+    Transposed is part of the key because both copies can have the same types: a square [N, N] source
+    blocked by 8 is [N/8, N, 8] whether its columns (an NN operand 1) or its rows (an NT operand 1, a
+    packed NN operand 0) are blocked."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ContractOp, rewriter: PatternRewriter) -> None:
         k = kernel_of(op)
         layout = resolved(k)
-        if layout.get("pack") is not True or op.block is not None:
+        if not packs_operand_1(layout.get("pack")) or op.block is not None:
             return
         source = op.rhs.type
         assert isinstance(source, MemRefType)
@@ -105,7 +116,7 @@ class PackOperand(RewritePattern):
         consume(k, ["pack"])
 
     def pack_rows(self, op: ContractOp, layout: dict[str, Any], rewriter: PatternRewriter) -> None:
-        """A TN contraction's operand 0 as the blocked panel [outer..., ⌈I/m⌉, K..., m] of the tile's m rows.
+        """Operand 0 as the blocked panel [outer..., ⌈I/m⌉, K..., m] of the tile's m rows: a TN one's, or any under "both".
 
         A TN operand 0 carries I innermost, so a tile's m elements of one k
         are side by side, but consecutive k are a whole row of I apart: 6 KiB
@@ -113,20 +124,34 @@ class PackOperand(RewritePattern):
         them evicts before the tile's next J block reads it again. In the
         panel a block's k run one after the other. Not where the k-block
         loop encloses an I block loop whose tile does not divide I: its rows
-        are clamped, not shifted (`contraction._clamped_indices`).
+        are clamped, not shifted (`contraction._clamped_indices`); `pack:
+        true` then leaves a TN operand 0 in place, and `"both"` is refused,
+        as `psk-verify-layout` refuses it.
         """
+        k = kernel_of(op)
+        both = layout.get("pack") == BOTH_PACKS
         tiled = contraction.tiled_layout(layout)
         source = op.lhs.type
         assert isinstance(source, MemRefType)
-        i_size = source.get_shape()[-1]
-        if op.axes_of("lhs")[-1] != op.i.data or tiled.m == 1 or ("I" in tiled.enclosed and i_size % tiled.m):
+        shape, axes = source.get_shape(), op.axes_of("lhs")
+        tn = axes[-1] == op.i.data
+        rows = tn or (both and not op.summed_outer and axes[-2:] == (op.i.data, op.k.data))
+        i_size = shape[-1] if tn else shape[-2]
+        clamped = "I" in tiled.enclosed and i_size % tiled.m
+        if not rows or tiled.m == 1 or clamped:
+            if both:
+                raise refuse(k, 3, "pack", "operand 0's panel holds whole blocks of the tile's rows: a tile of more "
+                             "than one row, dividing I where the k-block loop encloses the I block loop")  # fmt: skip
             return
         summed = 1 + len(op.summed_outer)
-        shape = source.get_shape()
-        panel_type = MemRefType(
-            source.element_type, [*shape[: -summed - 1], contraction.blocks(i_size, tiled.m), *shape[-summed - 1 : -1], tiled.m]
-        )
-        self.read_panel(op, 0, panel_type, self.pack_kernel(kernel_of(op), source, panel_type, False, summed), rewriter)
+        if tn:
+            panel_type = MemRefType(
+                source.element_type, [*shape[: -summed - 1], contraction.blocks(i_size, tiled.m), *shape[-summed - 1 : -1], tiled.m]
+            )
+        else:  # [outer..., I, K] → [outer..., ⌈I/m⌉, K, m], named [outer..., K, I] as a TN operand 0's panel is
+            panel_type = MemRefType(source.element_type, [*shape[:-2], contraction.blocks(i_size, tiled.m), shape[-1], tiled.m])
+            op.properties["lhs_axes"] = ArrayAttr([StringAttr(axes[d]) for d in _swap_last_two(len(axes))])
+        self.read_panel(op, 0, panel_type, self.pack_kernel(k, source, panel_type, not tn, summed), rewriter)
         op.properties["lhs_block"] = IntegerAttr(tiled.m, i64)
 
     def read_panel(self, op: ContractOp, operand: int, panel_type: MemRefType, copy: str, rewriter: PatternRewriter) -> None:
@@ -159,7 +184,7 @@ class PackOperand(RewritePattern):
             launch.operands = buffers
 
     def pack_kernel(self, k: kernel.KernelOp, source: MemRefType, panel: MemRefType, transposed: bool, summed: int) -> str:
-        key = (source, panel, summed)
+        key = (source, panel, summed, transposed)
         if key not in self.copies:
             copy = kernel.KernelOp(fresh_name(self.module, "pack"), k.site.data, [source, panel])
             kb, (source_arg, panel_arg) = KernelBuilder(copy.body.block), copy.body.block.args
@@ -176,7 +201,7 @@ class PackOperand(RewritePattern):
 
 @dataclass(frozen=True)
 class PackOperands(ModulePass):
-    """Every contraction whose layout says `pack: true` reads a panel its host copies first."""
+    """Every contraction whose layout says `pack: true` or `"both"` reads a panel (or two) its host copies first."""
 
     name = "psk-pack"
 

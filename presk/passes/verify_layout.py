@@ -16,7 +16,10 @@ the sizes it is launched at, its realization and the machine, as the seed's
   sums wait in the output and an overlapping tile would add a block twice
   (an I block loop's last tile clamps its rows past the end instead: the
   columns are the lanes); a row-wise contraction has no tile, k-block,
-  J-block, order or pack;
+  J-block, order or pack; `"pack": "both"` needs a tile of more than one
+  row, dividing I where the k-block loop encloses the I block loop (operand
+  0's panel holds whole blocks of rows, and such a loop clamps its last
+  tile's rows instead of shifting it back);
 - condition 4: lanes are 1 or one of the machine's register widths for the
   storage type (`Machine.lane_widths`), divide the tile's n_j, and on an NT
   contraction need the pack;
@@ -75,7 +78,7 @@ from presk.dialects.psk_realize import (
     layout_error,
     resolved_defaults,
 )
-from presk.dialects.psk_realize_layout import default_layout
+from presk.dialects.psk_realize_layout import BOTH_PACKS, default_layout, packs_operand_1
 from presk.dialects.psk_realize_layout import layout_violation as first_check_violation
 from presk.dialects.psk_realize_nests import Contraction, contraction
 from presk.ir.locations import error_at
@@ -449,6 +452,33 @@ def _condition_3(
             )  # fmt: skip
     if isinstance(kblock, int) and k_size is not None and kblock > k_size:
         return _block_exceeds_axis("kblock", "k-block", kblock, "K", shape.k, k_size, "sums K in one block")
+    if layout.get("pack") == BOTH_PACKS:
+        return _operand_0_panel(shape, m, i_size, order if isinstance(kblock, int) else "")
+    return None
+
+
+def _operand_0_panel(shape: Contraction, m: int, i_size: int | None, order: str) -> LayoutViolation | None:
+    """Condition 3 for `"pack": "both"`: operand 0's panel holds whole blocks of the tile's m_i rows.
+
+    `order` is the order where there is a k-block, else "". A block loop
+    that the k-block loop encloses clamps its last tile's rows past I's end
+    to the last row instead of shifting the tile back, and a panel block
+    holds m_i consecutive rows, so there the tile must divide I.
+    """
+    if m == 1:
+        return LayoutViolation(
+            3, "pack",
+            "the pack \"both\" copies operand 0 to a panel of the tile's m_i rows, and this tile has one row, whose "
+            "operand 0 elements are consecutive already: state \"pack\": true",
+        )  # fmt: skip
+    enclosed = order[order.index("K") + 1 :] if "K" in order else ""
+    if "I" in enclosed and i_size is not None and i_size % m:
+        return LayoutViolation(
+            3, "pack",
+            f"the pack \"both\" copies operand 0 to a panel of whole blocks of the tile's m_i = {m} rows, which do "
+            f"not divide I ({shape.i}) = {i_size}, and with the order {_show(order)} the k-block loop encloses the I "
+            "block loop, whose last tile clamps its rows past I's end to the last row: no block of the panel holds them",
+        )  # fmt: skip
     return None
 
 
@@ -484,7 +514,7 @@ def _condition_4(shape: Contraction, layout: Mapping[str, Json], storage: str, m
     n = layout["tile"][1]
     if n % lanes:
         return LayoutViolation(4, "lanes", f"lanes = {lanes} do not divide the tile's n_j = {n}")
-    if shape.nt and layout.get("pack") is not True:
+    if shape.nt and not packs_operand_1(layout.get("pack")):
         return LayoutViolation(
             4, "lanes",
             f"lanes = {lanes} on an NT contraction need the pack: operand 1 carries K ({shape.k}) innermost, "

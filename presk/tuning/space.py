@@ -28,6 +28,7 @@ from typing import Any
 from presk.dialects import psk_core as core
 from presk.dialects.psk_realize import STORAGE_BYTES, NestOp, resolved_defaults
 from presk.dialects.psk_realize_layout import (
+    BOTH_PACKS,
     JBLOCKS,
     KBLOCKS,
     MAX_SPLIT_DEPTH,
@@ -123,6 +124,19 @@ def _fits(tile: list[int], lanes: int, machine: Machine) -> bool:
     return tile == [1, 1] or tile_registers(tile, lanes) <= machine.vector_registers
 
 
+def _packs(shape: Contraction, tile: list[int], space: str) -> tuple[Any, ...]:
+    """No pack, the pack; in `full`, `"both"` on an NN or NT tile of more than one row.
+
+    A TN contraction's `true` already packs operand 0, and a tile of one row
+    has no panel of rows. `quick` leaves `"both"` out: it would add half
+    again to the points priced, for a copy that took the f32 GEMM at
+    N = 2048 on one thread from 181 to 176 ms (`docs/performance.md`).
+    """
+    if space == "full" and not shape.tn and tile[0] > 1:
+        return (False, True, BOTH_PACKS)
+    return (False, True)
+
+
 def contraction_points(
     site: NestOp, shape: Contraction, env: Mapping[str, int], machine: Machine, space: str = "quick"
 ) -> list[Point]:
@@ -144,7 +158,7 @@ def contraction_points(
                 for jblock in jblocks_of(kblock, order, j_size, space, STORAGE_BYTES[storage], machine):
                     shape_layout = {"form": "tiled", "tile": tile, "kblock": kblock, "jblock": jblock, "order": order}
                     splits = split_choices(contraction_loops(site, shape, shape_layout, env), machine)
-                    for pack in (False, True):
+                    for pack in _packs(shape, tile, space):
                         for split in splits:
                             point: Point = {"form": "tiled"} if row_wise_default else {}
                             point.update(tile=list(tile), kblock=kblock, order=order, lanes=lanes, pack=pack, split=split)

@@ -236,3 +236,106 @@ def test_blocked_pack_copies_rows_together_with_the_defaults_bits(tmp_path: Path
     for runner in (NativeRunner(), KernelInterpreter().runner):
         (got,) = HostProgram(packed, runner)(inputs)
         assert got.tobytes() == expected.tobytes()
+
+
+SQUARE_WEIGHT = """
+!X = !psk_core.tensor<[i: 16, k: 16]>
+!W = !psk_core.tensor<[k: 16, j: 16]>
+!O = !psk_core.tensor<[i: 16, j: 16]>
+func.func @twice(%x: !X, %w: !W) -> !O {
+  %0 = psk_core.dot %x, %w : !O
+  %1 = psk_core.ein %x[i, k], %w[j, k] : !O
+  %2 = psk_core.add %0, %1 : !O
+  func.return %2 : !O
+}
+"""
+
+
+def _run_both_executors(module: ModuleOp, entry: str, env: dict[str, int], packed: ModuleOp, storage: str) -> None:
+    """`packed`'s output equals the default layout's, byte for byte, on the native backend and the kernel interpreter."""
+    default = lower(module, entry, env, plan_from_options(storage, None))
+    inputs = flatten_inputs(make_inputs(find_entry(module, entry), env, 0))
+    (expected,) = HostProgram(default, NativeRunner())(inputs)
+    for runner in (NativeRunner(), KernelInterpreter().runner):
+        (got,) = HostProgram(packed, runner)(inputs)
+        assert got.tobytes() == expected.tobytes()
+
+
+def test_a_square_operand_blocked_by_columns_and_by_rows_gets_two_copy_kernels(tmp_path: Path) -> None:
+    """One [16, 16] weight packed for the NN dot (its columns in blocks of 8) and for the NT ein (its rows in
+    blocks of 8, transposed): both panels are [2, 16, 8], and each needs its own copy kernel. One kernel per
+    pair of types alone would give the ein the dot's panel (wrong bits)."""
+    program_path = tmp_path / "twice.mlir"
+    program_path.write_text(SQUARE_WEIGHT)
+    program = load_program(str(program_path), [], [])
+    module, env = program.parsed.module, program.env
+    plan = tmp_path / "plan.json"
+    tile = '{"tile": [4, 8], "lanes": 1, "pack": true}'
+    plan.write_text(f'{{"realization": "f32", "layout": {{"twice/%0": {tile}, "twice/%1": {tile}}}}}')
+    packed = lower(module, "twice", env, plan_from_options(None, f"@{plan}"), fuse_slices=False)
+    copies = [k for k in packed.walk() if isinstance(k, kernel.KernelOp) and k.sym_name.data.startswith("pack")]
+    assert [[str(t) for t in k.body.block.arg_types] for k in copies] == [["memref<16x16xf32>", "memref<2x16x8xf32>"]] * 2
+    _run_both_executors(module, "twice", env, packed, "f32")
+
+
+BOTH_OPERANDS = """
+!X = !psk_core.tensor<[b: 2, i: 10, k: 36]>
+!W = !psk_core.tensor<[k: 36, j: 24]>
+!O = !psk_core.tensor<[b: 2, i: 10, j: 24]>
+!K = !psk_core.tensor<[b: 2, j: 24, k: 36]>
+func.func @nn(%x: !X, %w: !W) -> !O {
+  %0 = psk_core.ein %x[b, i, k], %w[k, j] : !O
+  func.return %0 : !O
+}
+func.func @nt(%x: !X, %y: !K) -> !O {
+  %0 = psk_core.ein %x[b, i, k], %y[b, j, k] : !O
+  func.return %0 : !O
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("entry", "layout", "storage"),
+    [
+        *[("nn", '"tile": [4, 8], "pack": "both"', storage) for storage in ("f64", "f32", "bf16")],
+        *[("nt", '"tile": [6, 8], "kblock": 32, "order": "JIK", "pack": "both"', storage) for storage in ("f64", "f32", "bf16")],
+        # The k-block loop around the I block loop: a tile of 2 rows divides I. The sums wait in the output: no bf16.
+        *[(entry, '"tile": [2, 8], "kblock": 32, "order": "KIJ", "pack": "both"', storage) for entry in ("nn", "nt") for storage in ("f64", "f32")],
+    ],
+)
+def test_both_packs_give_operand_0_a_panel_of_the_tiles_rows(tmp_path: Path, entry: str, layout: str, storage: str) -> None:
+    """`"pack": "both"` copies operand 0 [b, i, k] to [b, ⌈I/m_i⌉, K, m_i] as well as operand 1 to its panel,
+    on an NN and an NT contraction. I = 10 leaves a shifted last block (rows 6–9 in tiles of 4, 4–9 in tiles
+    of 6), K = 36 a k-block cut short, and KIJ a k-block loop that encloses the I block loop. Same bits as the
+    default layout on both executors."""
+    program_path = tmp_path / "both.mlir"
+    program_path.write_text(BOTH_OPERANDS)
+    program = load_program(str(program_path), [], [])
+    module, env = program.parsed.module, program.env
+    plan = tmp_path / "plan.json"
+    plan.write_text(f'{{"realization": "{storage}", "layout": {{"{entry}/%0": {{{layout}, "lanes": 1}}}}}}')
+    packed = lower(module, entry, env, plan_from_options(None, f"@{plan}"), fuse_slices=False)
+    contraction = next(k for k in packed.walk() if isinstance(k, kernel.KernelOp) and k.sym_name.data == "ein")
+    m = int(layout.split("[")[1].split(",")[0])
+    assert str(contraction.body.block.arg_types[0]) == f"memref<2x{-(-10 // m)}x36x{m}x{storage}>"
+    assert str(contraction.body.block.arg_types[1]).startswith("memref<" + ("3x36x8" if entry == "nn" else "2x3x36x8"))
+    _run_both_executors(module, entry, env, packed, storage)
+
+
+@pytest.mark.parametrize(
+    ("layout", "reason"),
+    [
+        ('"tile": [1, 8]', "this tile has one row"),
+        ('"tile": [4, 8], "kblock": 32, "order": "KJI"', "clamps its rows past I's end"),
+    ],
+)
+def test_both_packs_are_refused_where_operand_0_has_no_panel_of_whole_blocks(tmp_path: Path, layout: str, reason: str) -> None:
+    """A tile of one row has no panel of rows to pack into; with the k-block loop around the I block loop a
+    tile of 4 rows over I = 10 clamps its last rows, which no block of the panel holds: E7002 condition 3."""
+    program_path = tmp_path / "both.mlir"
+    program_path.write_text(BOTH_OPERANDS)
+    program = load_program(str(program_path), [], [])
+    plan = tmp_path / "plan.json"
+    plan.write_text(f'{{"realization": "f32", "layout": {{"nn/%0": {{{layout}, "pack": "both"}}}}}}')
+    with pytest.raises(PreskError, match=r'E7002: nest "nn/%0", decision "pack": condition 3: .*' + reason):
+        lower(program.parsed.module, "nn", program.env, plan_from_options(None, f"@{plan}"))

@@ -32,7 +32,7 @@ every form; for the tiled form every tile of the domain ([1, 1], or m_i in
 `TILE_ROWS` and n_j in `TILE_COLS`, read from the domain), every k-block
 ("none", 32, 128) with every order (IJ, JI; with a k-block the six
 permutations of IJK), every lanes value of the domain (1, 2, 4, 8, 16) and
-both packs; for the row-wise form
+every pack (false, true, "both"); for the row-wise form
 every lanes value, and the row-wise form stating each value of the tiled
 form's tile, k-block, order and pack (condition 3: only their neutral
 values are accepted). Each point once without and once with the epilogue.
@@ -86,6 +86,9 @@ every point of the enumeration.
 lowering, which conditions each point breaks, restating the seed's
 (3, 4, 5, 7, 8) at the nest's shapes; its 9 (a pack only on an NT
 contraction) is lifted, since an NN contraction's pack is a blocked panel.
+presk's `"pack": "both"` adds to condition 3: operand 0's panel holds whole
+blocks of the tile's rows, so it needs m_i > 1, and m_i dividing I where
+the k-block loop encloses the I block loop.
 Where the seed leaves a choice open it follows the verifier's documented
 one: a row-wise contraction may state the tiled form's neutral values (tile
 [1, 1], k-block "none", order "IJ", pack false) and has one lane; the
@@ -160,12 +163,13 @@ KBLOCK_ORDERS: tuple[tuple[Any, str], ...] = (
     *((size, "".join(p)) for size in (32, 128) for p in permutations("IJK")),
 )  # fmt: skip
 LANES = (1, 2, 4, 8, 16)
+PACKS = (False, True, "both")
 NEUTRAL = {"tile": [1, 1], "kblock": "none", "order": "IJ", "pack": False}
 ROW_WISE_STATED = (
     *(("tile", t) for t in TILES),
     ("kblock", "none"), ("kblock", 32), ("kblock", 128),
     ("order", "IJ"), ("order", "JI"),
-    ("pack", False), ("pack", True),
+    ("pack", False), ("pack", True), ("pack", "both"),
 )  # fmt: skip
 """Each value of the tiled form's decisions stated alone on a row-wise contraction (condition 3; an
 order naming K without a k-block is outside the domain, which the plan's first check refuses)."""
@@ -357,6 +361,10 @@ class Oracle:
                 found.add(3)
             if "J" in inside and n.j % cols:
                 found.add(3)
+            # "both" packs operand 0 into whole blocks of the tile's rows: more than one row, and rows that
+            # divide I where the k-block loop encloses the I block loop (whose last tile clamps its rows).
+            if pack == "both" and (m == 1 or ("I" in inside and n.i % m)):
+                found.add(3)
             if lanes != 1 and (lanes not in widths or cols % lanes or (n.nt and not pack)):
                 found.add(4)
             if kblock != "none" and order[-1] != "K" and self.storage != arith:
@@ -397,7 +405,7 @@ def space(nest: Nest) -> Iterator[dict[str, Any]]:
     for tile in TILES:
         for kblock, order in KBLOCK_ORDERS:
             for lanes in LANES:
-                for pack in (False, True):
+                for pack in PACKS:
                     yield {"form": "tiled", "tile": tile, "kblock": kblock, "order": order, "lanes": lanes, "pack": pack}
     for lanes in LANES:
         yield {"form": "row-wise", "lanes": lanes}
@@ -710,7 +718,7 @@ def test_every_value_runs_somewhere() -> None:
     assert {"'none'", "32", "128"} <= run["kblock"]
     assert {repr(o) for _, o in KBLOCK_ORDERS} <= run["order"]
     assert {"1", *map(str, machine.lane_widths("f32"))} <= run["lanes"]
-    assert {"True", "False"} <= run["pack"] and {"True", "False"} <= run["epilogue"]
+    assert {"True", "False", "'both'"} <= run["pack"] and {"True", "False"} <= run["epilogue"]
     assert {"'tiled'", "'row-wise'"} <= run["form"]
     assert {repr(s) for s in splits(machine) if s == "none" or s["workers"] <= machine.workers()} <= run["split"]
 

@@ -14,6 +14,7 @@ import io
 import itertools
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,14 +140,16 @@ def test_space_of_a_gemm_counts_domain_and_quick_within_full() -> None:
     def lanes_of(tile: list[int]) -> list[int]:
         return [1, *(w for w in widths if tile[1] % w == 0)]
 
-    def size(pairs: list[tuple[list[int], int]]) -> int:
-        return sum(2 * splits(t, k, o) for t, _ in pairs for k, o in kblock_orders) + 1 + 2 * workers
+    def size(pairs: list[tuple[list[int], int]], packs: Callable[[list[int]], int]) -> int:
+        return sum(packs(t) * splits(t, k, o) for t, _ in pairs for k, o in kblock_orders) + 1 + 2 * workers
 
     pairs_full = [(t, lane) for t in tiles() for lane in lanes_of(t)]
     pairs_quick = [(t, lane) for t, lane in pairs_full
                    if t == [1, 1] or tile_registers(t, lane) <= machine.vector_registers]  # fmt: skip
-    assert len(full) == size(pairs_full)
-    assert len(quick) == size(pairs_quick)
+    # false and true everywhere; full adds "both" on tiles of more than one row (the dot is NN)
+    assert len(full) == size(pairs_full, lambda t: 3 if t[0] > 1 else 2)
+    assert len(quick) == size(pairs_quick, lambda t: 2)
+    assert {p["pack"] for p in full if p.get("form") != "row-wise"} == {False, True, "both"}
     assert {point_key(p) for p in quick} <= {point_key(p) for p in full}
     assert len({point_key(p) for p in full}) == len(full)
     for point in full:
@@ -158,6 +161,11 @@ def test_space_of_a_gemm_counts_domain_and_quick_within_full() -> None:
     priced = pricer(load_dominated())
     for point in accepted[:: max(1, len(accepted) // 6)]:
         assert isinstance(priced.price(iso, point), float), point
+    # "both" launches two copies and the product, and the price counts all three.
+    both = next(p for p in full if p.get("pack") == "both" and iso.violation(p, machine) is None)
+    single = {**both, "pack": True}
+    assert len(priced.terms(iso, both)) == 3 and len(priced.terms(iso, single)) == 2
+    assert priced.price(iso, both) != priced.price(iso, single)
 
 
 def test_split_variants_priced_from_one_lowering_match_the_full_lowering() -> None:

@@ -657,6 +657,9 @@ def oracle(point: Mapping[str, Any], sizes: Mapping[str, int], nt: bool, storage
     inside = point["order"][point["order"].index("K") + 1 :] if kblock != "none" else ""
     if "J" in inside and sizes["J"] % n:
         return 3
+    # "both": operand 0's panel holds whole blocks of the tile's rows, which such a loop's clamped rows are not.
+    if point["pack"] == "both" and (m == 1 or ("I" in inside and sizes["I"] % m)):
+        return 3
     lanes = point["lanes"]
     if lanes != 1 and (lanes not in WIDTHS[machine][storage] or n % lanes or (nt and not point["pack"])):
         return 4
@@ -668,7 +671,7 @@ def oracle(point: Mapping[str, Any], sizes: Mapping[str, int], nt: bool, storage
 def tiled_points() -> list[dict[str, Any]]:
     tiles = [[1, 1]] + [[m, n] for m in TILE_ROWS for n in TILE_COLS]
     points = []
-    for tile, kblock, lanes, pack in itertools.product(tiles, KBLOCKS, LANES, (False, True)):
+    for tile, kblock, lanes, pack in itertools.product(tiles, KBLOCKS, LANES, (False, True, "both")):
         orders = ORDERS_WITHOUT_KBLOCK if kblock == "none" else ORDERS_WITH_KBLOCK
         for order in orders:
             points.append({"form": "tiled", "tile": tile, "kblock": kblock, "order": order, "lanes": lanes, "pack": pack})
@@ -691,7 +694,7 @@ def test_every_point_is_refused_exactly_where_the_oracle_says(nest: str, storage
         assert got == expected, (point, violation)
         if got is not None:
             refusals[got] = refusals.get(got, 0) + 1
-    assert len(points) == 21 * (2 + 2 * 6) * len(LANES) * 2  # 21 tiles: [1, 1] and 5 m_i × 4 n_j
+    assert len(points) == 21 * (2 + 2 * 6) * len(LANES) * 3  # 21 tiles: [1, 1] and 5 m_i × 4 n_j; three packs
     assert sum(refusals.values()) < len(points)  # every nest has accepted points
 
 
@@ -702,13 +705,13 @@ def test_every_row_wise_point(nest: str, storage: str) -> None:
     template, sizes, _ = NESTS[nest]
     site = site_of(template, {}, storage, **sizes)
     for tile, kblock, order, lanes, pack in itertools.product(
-        ([1, 1], [1, 8]), ("none", 32), ("IJ", "JI"), (1, 8), (False, True)
+        ([1, 1], [1, 8]), ("none", 32), ("IJ", "JI"), (1, 8), (False, True, "both")
     ):
         point = {"form": "row-wise", "tile": tile, "kblock": kblock, "lanes": lanes, "pack": pack}
         if kblock == "none":
             point["order"] = order
         site.layout = LayoutAttr(point)
         violation = check(site, AVX512)
-        neutral = tile == [1, 1] and kblock == "none" and order == "IJ" and not pack
+        neutral = tile == [1, 1] and kblock == "none" and order == "IJ" and pack is False
         expected = 3 if not neutral else 4 if lanes != 1 else 7 if storage == "bf16" else None
         assert (None if violation is None else violation.condition) == expected, (point, violation)

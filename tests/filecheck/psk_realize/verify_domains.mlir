@@ -930,7 +930,7 @@ func.func @f(%a: !A, %w: !W) -> !O {
 !K = !psk_core.tensor<[b: 2, h: 2, t: 8, d: 4]>
 !O = !psk_core.tensor<[b: 2, h: 2, s: 8, t: 8]>
 func.func @f(%q: !Q, %k: !K) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": a pack is true or false, not 1}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": a pack is true, false or "both", not 1}}
   %0 = psk_realize.nest "f/%0" layout <pack = 1> : !O {
     %0 = psk_core.ein %q[b, h, s, d], %k[b, h, t, d] : !O
     psk_realize.yield %0 : !O
@@ -945,7 +945,7 @@ func.func @f(%q: !Q, %k: !K) -> !O {
 !K = !psk_core.tensor<[b: 2, h: 2, t: 8, d: 4]>
 !O = !psk_core.tensor<[b: 2, h: 2, s: 8, t: 8]>
 func.func @f(%q: !Q, %k: !K) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": a pack is true or false, not "true"}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": a pack is true, false or "both", not "true"}}
   %0 = psk_realize.nest "f/%0" layout <pack = "true"> : !O {
     %0 = psk_core.ein %q[b, h, s, d], %k[b, h, t, d] : !O
     psk_realize.yield %0 : !O
@@ -960,7 +960,7 @@ func.func @f(%q: !Q, %k: !K) -> !O {
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 func.func @f(%a: !A, %w: !W) -> !O {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": a pack is true or false, not [true]}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "pack": a pack is true, false or "both", not [true]}}
   %0 = psk_realize.nest "f/%0" layout <pack = [true]> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
