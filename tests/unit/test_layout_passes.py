@@ -122,6 +122,16 @@ def test_the_attention_plans_give_the_defaults_bits_on_both_executors(plan_file:
         assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
 
 
+def same_bits_as_the_default(module: ModuleOp, entry: str, env: dict[str, int], packed: ModuleOp, storage: str) -> None:
+    """`packed`'s output equals the default layout's, byte for byte, on the native backend and the kernel interpreter."""
+    default = lower(module, entry, env, plan_from_options(storage, None))
+    inputs = flatten_inputs(make_inputs(find_entry(module, entry), env, 0))
+    (expected,) = HostProgram(default, NativeRunner())(inputs)
+    for runner in (NativeRunner(), KernelInterpreter().runner):
+        (got,) = HostProgram(packed, runner)(inputs)
+        assert got.tobytes() == expected.tobytes()
+
+
 GRAM = """
 !Q = !psk_core.tensor<[batch: 2, seq: 16, hd: 8]>
 !S = !psk_core.tensor<[batch: 2, seq: 16, seq2: 16]>
@@ -147,12 +157,7 @@ def test_pack_of_an_operand_the_contraction_also_reads_as_operand_0(tmp_path: Pa
     assert [str(t) for t in contraction.body.block.arg_types] == [
         "memref<2x16x8xf32>", "memref<2x1x8x16xf32>", "memref<2x16x16xf32>"
     ]  # fmt: skip
-    default = lower(module, "gram", env, plan_from_options("f32", None))
-    inputs = flatten_inputs(make_inputs(find_entry(module, "gram"), env, 0))
-    (expected,) = HostProgram(default, NativeRunner())(inputs)
-    for runner in (NativeRunner(), KernelInterpreter().runner):
-        (got,) = HostProgram(packed, runner)(inputs)
-        assert got.tobytes() == expected.tobytes()
+    same_bits_as_the_default(module, "gram", env, packed, "f32")
 
 
 SHARED_WEIGHT = """
@@ -185,12 +190,7 @@ def test_blocked_pack_of_an_operand_without_the_outer_axes(tmp_path: Path, stora
     element = {"f64": "f64", "f32": "f32", "bf16": "bf16"}[storage]
     assert panels["pack"] == [f"memref<24x32x{element}>", f"memref<4x24x8x{element}>"]
     assert panels["ein"][1] == f"memref<4x24x8x{element}>"
-    default = lower(module, "shared", env, plan_from_options(storage, None))
-    inputs = flatten_inputs(make_inputs(find_entry(module, "shared"), env, 0))
-    (expected,) = HostProgram(default, NativeRunner())(inputs)
-    for runner in (NativeRunner(), KernelInterpreter().runner):
-        (got,) = HostProgram(packed, runner)(inputs)
-        assert got.tobytes() == expected.tobytes()
+    same_bits_as_the_default(module, "shared", env, packed, storage)
 
 
 ROWS_TOGETHER = """
@@ -230,12 +230,7 @@ def test_blocked_pack_copies_rows_together_with_the_defaults_bits(tmp_path: Path
                 and str(k.body.block.arg_types[0]).startswith(("memref<48x40", "memref<2x32x40")))  # fmt: skip
     trips = [constant_int(op.ub) for op in pack.walk() if isinstance(op, scf.ForOp)]
     assert PACK_ROWS in trips and trips[-1] == 16  # rows together, then a block's 16 columns
-    default = lower(module, entry, env, plan_from_options(storage, None))
-    inputs = flatten_inputs(make_inputs(find_entry(module, entry), env, 0))
-    (expected,) = HostProgram(default, NativeRunner())(inputs)
-    for runner in (NativeRunner(), KernelInterpreter().runner):
-        (got,) = HostProgram(packed, runner)(inputs)
-        assert got.tobytes() == expected.tobytes()
+    same_bits_as_the_default(module, entry, env, packed, storage)
 
 
 SQUARE_WEIGHT = """
@@ -249,16 +244,6 @@ func.func @twice(%x: !X, %w: !W) -> !O {
   func.return %2 : !O
 }
 """
-
-
-def _run_both_executors(module: ModuleOp, entry: str, env: dict[str, int], packed: ModuleOp, storage: str) -> None:
-    """`packed`'s output equals the default layout's, byte for byte, on the native backend and the kernel interpreter."""
-    default = lower(module, entry, env, plan_from_options(storage, None))
-    inputs = flatten_inputs(make_inputs(find_entry(module, entry), env, 0))
-    (expected,) = HostProgram(default, NativeRunner())(inputs)
-    for runner in (NativeRunner(), KernelInterpreter().runner):
-        (got,) = HostProgram(packed, runner)(inputs)
-        assert got.tobytes() == expected.tobytes()
 
 
 def test_a_square_operand_blocked_by_columns_and_by_rows_gets_two_copy_kernels(tmp_path: Path) -> None:
@@ -275,7 +260,7 @@ def test_a_square_operand_blocked_by_columns_and_by_rows_gets_two_copy_kernels(t
     packed = lower(module, "twice", env, plan_from_options(None, f"@{plan}"), fuse_slices=False)
     copies = [k for k in packed.walk() if isinstance(k, kernel.KernelOp) and k.sym_name.data.startswith("pack")]
     assert [[str(t) for t in k.body.block.arg_types] for k in copies] == [["memref<16x16xf32>", "memref<2x16x8xf32>"]] * 2
-    _run_both_executors(module, "twice", env, packed, "f32")
+    same_bits_as_the_default(module, "twice", env, packed, "f32")
 
 
 BOTH_OPERANDS = """
@@ -319,7 +304,7 @@ def test_both_packs_give_operand_0_a_panel_of_the_tiles_rows(tmp_path: Path, ent
     m = int(layout.split("[")[1].split(",")[0])
     assert str(contraction.body.block.arg_types[0]) == f"memref<2x{-(-10 // m)}x36x{m}x{storage}>"
     assert str(contraction.body.block.arg_types[1]).startswith("memref<" + ("3x36x8" if entry == "nn" else "2x3x36x8"))
-    _run_both_executors(module, entry, env, packed, storage)
+    same_bits_as_the_default(module, entry, env, packed, storage)
 
 
 @pytest.mark.parametrize(
