@@ -155,6 +155,15 @@ class TiledLayout:
         """The block loops the k-block loop encloses ("" where the running sums stay in registers)."""
         return self.order[self.order.index("K") + 1 :] if self.kblock is not None else ""
 
+    def clamps_rows(self, i_size: int | None) -> bool:
+        """Whether the I block loop's last tile clamps its rows past I's end (`_clamped_indices`) instead of
+        shifting back: the k-block loop encloses it and m does not divide I (unbound: decided at launch).
+
+        A panel of operand 0 holds whole blocks of the tile's rows, not clamped ones, so `psk-pack` packs
+        operand 0 only where this is false.
+        """
+        return "I" in self.enclosed and i_size is not None and i_size % self.m != 0
+
     def block_loop_parallel(self, letter: str, extent: int | None) -> bool:
         """Whether the I or J block loop (`letter`, over an axis of `extent`) may run its iterations at once.
 
@@ -322,7 +331,7 @@ def _tiled(
     m, n, size = tl.m, tl.n, tl.kblock
     assert co.b_block in (None, n), "a blocked panel's blocks are the tile's columns"
     assert co.a_block in (None, m), "a blocked panel's blocks are the tile's rows"
-    assert co.a_block is None or "I" not in tl.enclosed or n_i % m == 0, "an operand 0 panel's last block is shifted"
+    assert co.a_block is None or not tl.clamps_rows(n_i), "an operand 0 panel's last block is shifted"
     assert m <= n_i and n <= n_j, "condition 3: a tile fits in the output"
     assert "J" not in tl.enclosed or n_j % n == 0, "condition 3: a J block loop the k-block loop encloses has no shifted last tile"
     assert tl.jblock is None or (tl.jblock % n == 0 and tl.jblock <= n_j), "condition 3: a J-block holds whole tiles"

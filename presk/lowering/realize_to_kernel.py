@@ -516,7 +516,7 @@ def contraction_violation(
             return 3, "kblock", f"a k-block of {tl.kblock} exceeds K = {c.k} of {n_k}"
         if layout.get("pack") == BOTH_PACKS and tl.m == 1:
             return 3, "pack", "the pack \"both\" copies operand 0 to a panel of the tile's rows, and the tile has one row"
-        if layout.get("pack") == BOTH_PACKS and "I" in tl.enclosed and n_i % tl.m:
+        if layout.get("pack") == BOTH_PACKS and tl.clamps_rows(n_i):
             return 3, "pack", (
                 f"operand 0's panel holds whole blocks of the tile's {tl.m} rows, which do not divide I = {c.i} of {n_i}, "
                 "and the k-block loop encloses the I block loop, whose last tile clamps its rows"

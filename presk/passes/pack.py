@@ -137,8 +137,7 @@ class PackOperand(RewritePattern):
         tn = axes[-1] == op.i.data
         rows = tn or (both and not op.summed_outer and axes[-2:] == (op.i.data, op.k.data))
         i_size = shape[-1] if tn else shape[-2]
-        clamped = "I" in tiled.enclosed and i_size % tiled.m
-        if not rows or tiled.m == 1 or clamped:
+        if not rows or tiled.m == 1 or tiled.clamps_rows(i_size):
             if both:
                 raise refuse(k, 3, "pack", "operand 0's panel holds whole blocks of the tile's rows: a tile of more "
                              "than one row, dividing I where the k-block loop encloses the I block loop")  # fmt: skip

@@ -453,30 +453,29 @@ def _condition_3(
     if isinstance(kblock, int) and k_size is not None and kblock > k_size:
         return _block_exceeds_axis("kblock", "k-block", kblock, "K", shape.k, k_size, "sums K in one block")
     if layout.get("pack") == BOTH_PACKS:
-        return _operand_0_panel(shape, m, i_size, order if isinstance(kblock, int) else "")
+        return _operand_0_panel(shape, tiled_layout(layout), i_size)
     return None
 
 
-def _operand_0_panel(shape: Contraction, m: int, i_size: int | None, order: str) -> LayoutViolation | None:
+def _operand_0_panel(shape: Contraction, tiled: TiledLayout, i_size: int | None) -> LayoutViolation | None:
     """Condition 3 for `"pack": "both"`: operand 0's panel holds whole blocks of the tile's m_i rows.
 
-    `order` is the order where there is a k-block, else "". A block loop
-    that the k-block loop encloses clamps its last tile's rows past I's end
-    to the last row instead of shifting the tile back, and a panel block
-    holds m_i consecutive rows, so there the tile must divide I.
+    An I block loop that the k-block loop encloses clamps its last tile's
+    rows past I's end to the last row instead of shifting the tile back
+    (`TiledLayout.clamps_rows`), and a panel block holds m_i consecutive
+    rows, so there the tile must divide I.
     """
-    if m == 1:
+    if tiled.m == 1:
         return LayoutViolation(
             3, "pack",
             "the pack \"both\" copies operand 0 to a panel of the tile's m_i rows, and this tile has one row, whose "
             "operand 0 elements are consecutive already: state \"pack\": true",
         )  # fmt: skip
-    enclosed = order[order.index("K") + 1 :] if "K" in order else ""
-    if "I" in enclosed and i_size is not None and i_size % m:
+    if tiled.clamps_rows(i_size):
         return LayoutViolation(
             3, "pack",
-            f"the pack \"both\" copies operand 0 to a panel of whole blocks of the tile's m_i = {m} rows, which do "
-            f"not divide I ({shape.i}) = {i_size}, and with the order {_show(order)} the k-block loop encloses the I "
+            f"the pack \"both\" copies operand 0 to a panel of whole blocks of the tile's m_i = {tiled.m} rows, which do "
+            f"not divide I ({shape.i}) = {i_size}, and with the order {_show(tiled.order)} the k-block loop encloses the I "
             "block loop, whose last tile clamps its rows past I's end to the last row: no block of the panel holds them",
         )  # fmt: skip
     return None
