@@ -60,12 +60,14 @@ The choices the specification leaves open, as made here:
   anything else is opaque and taken conservatively (`presk.cost.footprints`).
 * **Spill.** Among the innermost loops (no loop inside), the one with the
   most executed iterations (ties: the one with the most live values); its
-  live values are its float and vector iter_args, each loaded float or
-  vector value used in its body (a loaded scalar whose uses are all
-  broadcasts counts as its broadcasts, one each; with another use it counts
-  once more), and each float or vector value defined outside the loop and
-  used inside it. S = 2 × max(0, live − vector registers) × that loop's
-  executed iterations.
+  live values are the most float and vector values live at once between two
+  of its body's operations, in their order: an iter_arg from the body's
+  start, a value from its definition, each until its last use (the yield
+  keeps the running values to the end); a loaded scalar used only by
+  broadcasts is not counted (x86 broadcasts from memory), its broadcasts
+  are; and each float or vector value defined outside the loop and used
+  inside it is live throughout. S = 2 × max(0, live − vector registers) ×
+  that loop's executed iterations.
 * **Traffic.** A loop (all its iterations) whose footprint fits a level's
   capacity is brought once per execution of the loop; otherwise one of its
   iterations (its own accesses and every loop inside it) is tried: if that
@@ -138,6 +140,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import (
@@ -621,23 +624,39 @@ def _executions(walk: _Walk) -> list[int]:
 
 
 def _live_values(op: scf.ForOp) -> int:
-    """Float and vector values live in an innermost loop's body (see the module docstring)."""
+    """The most float and vector values live at once in an innermost loop's body, in its order (see the
+    module docstring). A loaded scalar used only by broadcasts takes no register of its own: x86
+    broadcasts straight from memory, so its value is live from each broadcast on."""
     block = op.body.block
-    live = sum(1 for arg in block.args[1:] if _is_float(arg.type))
-    defined: set[SSAValue] = set(block.args)
-    invariant: set[SSAValue] = set()
     body_ops = list(_ops_in(block))
+    position = {id(inner): index for index, inner in enumerate(body_ops, start=1)}
+    defined: set[SSAValue] = set(block.args)
     for inner in body_ops:
         defined.update(inner.results)
+    invariant = {
+        operand for inner in body_ops for operand in inner.operands if operand not in defined and _is_float(operand.type)
+    }
+    spans: list[tuple[int, int]] = []  # (after which op a value is live, after which op it is dead)
+
+    def span(value: SSAValue, start: int) -> None:
+        ends = [position[id(use.operation)] for use in value.uses if id(use.operation) in position]
+        if ends and max(ends) > start:
+            spans.append((start, max(ends)))
+
+    for arg in block.args[1:]:
+        if _is_float(arg.type):
+            span(arg, 0)
     for inner in body_ops:
-        for operand in inner.operands:
-            if operand not in defined and _is_float(operand.type):
-                invariant.add(operand)
-        if inner.name in _LOADS and _is_float(inner.results[0].type):
-            uses = [use.operation for use in inner.results[0].uses]
-            broadcasts = sum(1 for user in uses if user.name == "vector.broadcast")
-            live += broadcasts + (1 if len(uses) > broadcasts else 0)
-    return live + len(invariant)
+        if inner.name in _LOADS and inner.results and all(use.operation.name == "vector.broadcast" for use in inner.results[0].uses):
+            continue
+        for result in inner.results:
+            if _is_float(result.type):
+                span(result, position[id(inner)])
+    change = [0] * (len(body_ops) + 2)
+    for start, end in spans:
+        change[start] += 1
+        change[end] -= 1
+    return max(accumulate(change)) + len(invariant)
 
 
 def _ops_in(block: Block) -> Iterable[Operation]:

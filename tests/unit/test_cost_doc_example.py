@@ -50,7 +50,8 @@ def test_the_worked_example_of_docs_cost(dot: KernelOp) -> None:
     assert terms.bytes == 3 * 128 * 128 * 8 == 393_216
     # Per tile: 128 k · (4 loads of A + 8 of B), then 32 stores of C.
     assert terms.loads == 32 * 16 * (128 * (4 + 8) + 32) == 802_816
-    # 32 sums + 8 values of B + 4 of A live in the k loop: 28 over 16 registers, 2 accesses each, 65 536 iterations.
+    # 32 sums + 8 values of B + 4 of A live in the k loop after its loads: 28 over 16 registers, 2 accesses each,
+    # 65 536 iterations.
     assert terms.spill == (44 - 16) * 2 * (32 * 16 * 128) == 3_670_016
     # B: one J block's 8 columns over 128 k (8 KiB) per (I, J) block; A and C: one I block's 4 rows (4 KiB) per I block.
     assert terms.q_l2 == 32 * 16 * 8 * KIB + 2 * 32 * 4 * KIB == 4_456_448
