@@ -27,7 +27,7 @@ from presk.jit.engine import CACHE_ENV
 from presk.jit.native import NativeRunner
 from presk.plans import Plan, parse_plan
 from presk.target import Machine, target_machine
-from presk.tuning.calibration import Progress, run_space, space
+from presk.tuning.calibration import Progress, relowered, run_space, space, stale_samples
 from presk.tuning.plan import make_plan, plan_text
 
 __all__ = ["AUTO", "PROFILE_ENV", "FIRST_USE_SPACE", "auto_plan", "host_profile_path", "resolve_profile"]
@@ -93,7 +93,27 @@ def resolve_profile(explicit: str | None, machine: Machine, err: TextIO) -> str:
     path = host_profile_path(machine)
     if not path.exists() or load_profile(path).layout is None:
         calibrate_first_use(path, machine, err)
+    else:
+        relower_if_stale(path, err)
     return str(path)
+
+
+def relower_if_stale(path: Path, err: TextIO) -> None:
+    """Read the host profile's samples' terms again and refit it, when another presk read them.
+
+    The constants were fitted to those terms, and the plan prices points with
+    the terms this presk reads: after a change to the lowering or the
+    quantities they disagree. Nothing is timed again, so this takes the
+    lowering of the calibration's points (some seconds), once per version.
+    """
+    profile = load_profile(path)
+    stale = stale_samples(profile.samples)
+    if not stale or profile.machine_desc is None:
+        return
+    err.write(f"presk: {stale} samples of {path} were priced by another version of presk: "
+              f"pricing them again (nothing is timed) and refitting\n")  # fmt: skip
+    fresh, _ = relowered(profile, err)
+    save_profile(refit_profile(fresh), path)
 
 
 def auto_plan(

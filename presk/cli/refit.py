@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import replace
 from collections import Counter
 from typing import Any
 
@@ -63,20 +62,14 @@ def main(args: argparse.Namespace) -> int:
 
 def _relower(profile: Profile, args: argparse.Namespace) -> Profile:
     """The profile with its samples priced again against its machine_desc (saved with the fitted profile)."""
-    from presk.tuning.calibration import Progress, reprice
+    from presk.tuning.calibration import relowered
 
     if profile.machine_desc is None:
         raise PreskError(PROFILE_ERROR, f"{args.profile} has no machine_desc to price its samples against")
-    points = len({str(s.extra.get("key")) for s in profile.samples})
-    progress = Progress(points, label="relowering")
-    try:
-        samples, kept = reprice(profile.samples, profile.machine_desc, progress)
-    finally:
-        progress.close()
-    print(f"repriced {len(samples) - kept} samples against the machine_desc"
+    profile, kept = relowered(profile)
+    print(f"repriced {len(profile.samples) - kept} samples against the machine_desc"
           + (f"; {kept} samples of entries kept their terms" if kept else ""))  # fmt: skip
-    # No samples file: the fitted profile is saved with these samples in full.
-    return replace(profile, samples=tuple(samples), samples_file=None)
+    return profile
 
 
 def _si(value: float, unit: str) -> str:

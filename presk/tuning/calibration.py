@@ -45,7 +45,8 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from presk import sizes
-from presk.cost.profile import Sample
+from presk.cost.models import PROFILE_ERROR
+from presk.cost.profile import Profile, Sample
 from presk.cost.quantities import kernel_terms_by_rules
 from presk.cost.terms import RULES, KernelTerms, MachineDesc
 from presk.diagnostics import PreskError
@@ -60,6 +61,7 @@ from presk.jit.timed import TimedRunner
 from presk.pipeline import lower
 from presk.plans import parse_plan
 from presk.target import Machine
+from presk.tuning.terms_cache import code_version
 
 __all__ = [
     "CALIBRATION_PROGRAM",
@@ -67,6 +69,7 @@ __all__ = [
     "MIN_CALLS",
     "MIN_SECONDS",
     "SPACES",
+    "TERMS_CODE",
     "Point",
     "Progress",
     "kernel_samples",
@@ -75,10 +78,13 @@ __all__ = [
     "parse_budget",
     "point_kernels",
     "point_of_key",
+    "relowered",
     "reprice",
     "rule_sets",
     "run_space",
     "space",
+    "stale_samples",
+    "terms_code",
 ]
 
 MIN_CALLS = 3
@@ -390,7 +396,8 @@ def kernel_samples(
         kernel, workers = timed.kernels[name], timed.workers[name]
         quartiles = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
         terms = all_terms(kernel, desc, workers, rules)
-        extra = {**describe, "kernel": name, "launches": len(times) // max(calls, 1), "workers": workers}
+        extra = {**describe, "kernel": name, "launches": len(times) // max(calls, 1), "workers": workers,
+                 TERMS_CODE: terms_code()}  # fmt: skip
         samples.append(Sample(terms, statistics.median(times), (quartiles[0], quartiles[2]),
                               operation_count(kernel), extra))  # fmt: skip
     return samples
@@ -465,8 +472,46 @@ def reprice(samples: Sequence[Sample], desc: MachineDesc, progress: Progress | N
             if progress is not None:
                 progress.step(f"{point.entry} {point.dtype} {dict(point.sizes)}")
         kernel = kernels_of[point.key][str(sample.extra["kernel"])]
-        repriced.append(replace(sample, terms=all_terms(kernel, desc, int(sample.extra.get("workers", 1)))))
+        terms = all_terms(kernel, desc, int(sample.extra.get("workers", 1)))
+        repriced.append(replace(sample, terms=terms, extra={**sample.extra, TERMS_CODE: terms_code()}))
     return repriced, kept
+
+
+TERMS_CODE = "terms_code"
+"""The key, in a calibration sample's `extra`, of the presk that read its terms (`terms_code`)."""
+
+
+@cache
+def terms_code() -> str:
+    """This presk's sources, hashed (`code_version`, 16 hex digits): what lowers a point and counts its terms."""
+    return code_version()[:16]
+
+
+def stale_samples(samples: Iterable[Sample]) -> int:
+    """How many calibration samples had their terms read by another presk, or by one that did not say.
+
+    A profile's constants are fitted to its samples' terms, and a plan
+    prices points with the terms this presk reads: after a change to the
+    lowering or the quantities the two disagree until `reprice` reads the
+    samples' terms again. Samples of an entry are not counted: they cannot
+    be lowered again.
+    """
+    code = terms_code()
+    return sum(1 for s in samples if s.extra.get(TERMS_CODE) != code and point_of_key(str(s.extra.get("key"))) is not None)
+
+
+def relowered(profile: Profile, stream: Any = None) -> tuple[Profile, int]:
+    """`profile` with its samples' terms read again against its machine_desc (`reprice`), a progress bar on
+    `stream`; and how many samples (an entry's) kept theirs. Saving it writes the new samples."""
+    if profile.machine_desc is None:
+        raise PreskError(PROFILE_ERROR, "the profile has no machine_desc to price its samples against")
+    points = len({str(s.extra.get("key")) for s in profile.samples})
+    progress = Progress(points, label="relowering", stream=stream or sys.stderr)
+    try:
+        samples, kept = reprice(profile.samples, profile.machine_desc, progress)
+    finally:
+        progress.close()
+    return replace(profile, samples=tuple(samples), samples_file=None), kept
 
 
 # --------------------------------------------------------------------------

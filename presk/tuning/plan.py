@@ -76,7 +76,7 @@ from presk.passes.verify_layout import LayoutViolation, layout_violation
 from presk.pipeline import lower, realize
 from presk.plans import Plan, parse_plan
 from presk.target import Machine, target_machine
-from presk.tuning.calibration import Progress
+from presk.tuning.calibration import Progress, stale_samples
 from presk.tuning.space import SPACES, Point, nest_space, point_key
 from presk.tuning.terms_cache import TermsCache
 
@@ -855,6 +855,11 @@ def make_plan(
         (warn or sys.stderr).write(
             f"presk plan: warning: {profile_path} was measured on another machine ({other}); "
             f"this one is {machine.cpu_name}: the plan is advisory here\n"
+        )
+    if stale := stale_samples(profile.samples):
+        (warn or sys.stderr).write(
+            f"presk plan: note: {stale} samples of {profile_path} were priced by another version of presk; "
+            f"`presk refit {profile_path} --relower` prices them as this one does\n"
         )
     desc = profile.machine_desc or MachineDesc.of(machine)
     base = parse_plan({"realization": realization}, "--realize")

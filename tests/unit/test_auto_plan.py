@@ -8,15 +8,16 @@ test, which measures a real one: a handful of the small space's points.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from presk.cli import auto_plan as auto
-from presk.cost.profile import load_profile
+from presk.cost.profile import load_profile, save_profile
 from presk.target import target_machine
-from presk.tuning.calibration import space
+from presk.tuning.calibration import TERMS_CODE, space, stale_samples
 from test_plan_static import TWO_DOTS, load_dominated, run_cli, write_profile
 
 
@@ -89,6 +90,25 @@ def test_a_host_without_a_profile_measures_one_first(
     assert "--plan auto: @twice: 2 nests planned with" in err and str(host) in err
     profile = load_profile(host)
     assert profile.layout is not None and len(profile.samples) >= len(few)
+    assert stale_samples(profile.samples) == 0
+
+    # Samples another presk priced (another code, other terms: the work doubled). `presk plan` with them says
+    # so; `--plan auto` reads their terms again, refits, and prices with exactly the terms this presk reads.
+    fresh = [s.to_json() for s in profile.samples]
+    other = [replace(s, terms={k: replace(t, work=2 * t.work) for k, t in s.terms.items()},
+                     extra={**s.extra, TERMS_CODE: "another"}) for s in profile.samples]  # fmt: skip
+    save_profile(replace(profile, samples=tuple(other), samples_file=None), host)
+    code, _, err = run_cli(["plan", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--realize", "f32",
+                            "--profile", str(host), "-o", str(tmp_path / "plan.json")], capsys)  # fmt: skip
+    assert code == 0, err
+    assert f"note: {len(other)} samples of {host} were priced by another version of presk" in err
+    assert f"presk refit {host} --relower" in err
+    code, _, err = run_cli(["bench", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--realize", "f32",
+                            "--plan", "auto", "--rounds", "1", "--warmup", "0"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert f"{len(other)} samples of {host} were priced by another version of presk: pricing them again" in err
+    assert "measuring one" not in err and "note:" not in err
+    assert [s.to_json() for s in load_profile(host).samples] == fresh
 
 
 @pytest.mark.parametrize(
