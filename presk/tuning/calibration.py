@@ -201,6 +201,10 @@ class GemmShapes:
     orders: tuple[tuple[Any, str], ...]
     tiles: int
     """How many register tiles of the ladder (`_tile_ladder`)."""
+    all_orders_up_to: int
+    """Tiles of fewer than `FEW_ROWS` rows take every order only up to this size; beyond, the small space's
+    (`_ORDERS_SMALL`): they stream operand 1 once a row or two, run at a fraction of the micro-kernel's rate,
+    and at N = 2 048 took seven of a full calibration's 25 minutes on a Zen 3 under the eight orders."""
 
 
 _ORDERS_FULL: tuple[tuple[Any, str], ...] = (
@@ -211,11 +215,11 @@ _ORDERS_SMALL: tuple[tuple[Any, str], ...] = (("none", "IJ"), ("none", "JI"), (3
 SPACES: dict[str, GemmShapes] = {
     "calib": GemmShapes(
         square=(256, 512, 1024, 2048), thin=((16, 4096, 4096), (4096, 4096, 16)),
-        scalar_up_to=512, one_worker_up_to=1024, orders=_ORDERS_FULL, tiles=5,
+        scalar_up_to=512, one_worker_up_to=1024, orders=_ORDERS_FULL, tiles=5, all_orders_up_to=1024,
     ),
     "calib-small": GemmShapes(
         square=(64, 128, 256), thin=((16, 512, 512), (512, 512, 16)),
-        scalar_up_to=256, one_worker_up_to=256, orders=_ORDERS_SMALL, tiles=3,
+        scalar_up_to=256, one_worker_up_to=256, orders=_ORDERS_SMALL, tiles=3, all_orders_up_to=512,
     ),
 }  # fmt: skip
 """`calib`, the calibration a profile is fitted on (about 20 minutes on 2 cores), and
@@ -240,6 +244,9 @@ def _tile_ladder(machine: Machine, dtype: str, count: int) -> list[list[int]]:
     unique = list(dict.fromkeys(tuple(tile) for tile in ladder))
     return [list(tile) for tile in unique[-count:]] if count < len(unique) else [list(t) for t in unique]
 
+
+FEW_ROWS = 4
+"""Tiles of fewer rows than this ([1, L], [2, L]) re-read operand 1 for every row or two of the output."""
 
 FEW_CHAINS_SIDE = 256
 """The square the few-chain tiles are measured at: K long enough that the out-of-order core cannot
@@ -296,7 +303,8 @@ def _gemm_points(shapes: GemmShapes, machine: Machine, dtypes: Sequence[str]) ->
                         continue
                     if 1 < lanes < widest and largest > shapes.one_worker_up_to and max(i, j) > 16:
                         continue
-                    for kblock, order in shapes.orders:
+                    few_rows = tile[0] < FEW_ROWS and min(i, k, j) > shapes.all_orders_up_to
+                    for kblock, order in _ORDERS_SMALL if few_rows else shapes.orders:
                         for workers in worker_counts:
                             if workers == 1 and largest > shapes.one_worker_up_to and all_workers > 1:
                                 continue
@@ -332,7 +340,7 @@ def space(kind: str, machine: Machine, dtypes: Sequence[str] = ("f32", "f64", "b
     points = list(_vector_points(kind, machine, dtypes)) + list(_gemm_points(SPACES[kind], machine, gemm_dtypes))
     if "bf16" in dtypes:
         # bf16 computes in f32 one element at a time: its GEMMs are scalar and small.
-        small = GemmShapes((128, 256), (), 256, 256, (("none", "IJ"), ("none", "JI")), 3)
+        small = GemmShapes((128, 256), (), 256, 256, (("none", "IJ"), ("none", "JI")), 3, 256)
         points += list(_gemm_points(small, machine, ["bf16"]))
     return points
 

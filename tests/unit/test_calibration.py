@@ -74,6 +74,18 @@ def test_the_full_space_reaches_memory_and_the_thin_products() -> None:
     assert largest == 1 << 23
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_few_row_tiles_take_every_order_up_to_1024_and_the_small_space_s_beyond(dtype: str) -> None:
+    points = _gemm_points(space("calib", target_machine()), dtype)
+
+    def orders(side: int, few_rows: bool) -> set[tuple[object, str]]:
+        return {(lay["kblock"], lay["order"]) for p in points if set(dict(p.sizes).values()) == {side}
+                for lay in [calibration._thaw(dict(p.layout))] if (lay["tile"][0] < calibration.FEW_ROWS) == few_rows}  # fmt: skip
+
+    assert orders(2048, few_rows=True) == set(calibration._ORDERS_SMALL)
+    assert orders(2048, few_rows=False) == orders(1024, few_rows=True) == set(calibration._ORDERS_FULL)
+
+
 def test_an_unknown_space_is_refused() -> None:
     with pytest.raises(PreskError) as info:
         space("huge", target_machine())
