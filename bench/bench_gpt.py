@@ -376,7 +376,7 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
 
                 label = "presk plan auto" + suffix
                 start = time.perf_counter()
-                profile = resolve_profile(args.profile, target_machine(), sys.stderr)  # measured on first use; relowered after presk changed
+                profile = resolve_profile(args.profile, target_machine(), sys.stderr)  # measured or relowered
                 record["planning_s"].setdefault("profile", time.perf_counter() - start)
                 start = time.perf_counter()
                 result = make_plan(source, entry, env, "f32", profile, warn=sys.stderr)

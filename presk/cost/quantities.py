@@ -634,7 +634,10 @@ def _live_values(op: scf.ForOp) -> int:
     for inner in body_ops:
         defined.update(inner.results)
     invariant = {
-        operand for inner in body_ops for operand in inner.operands if operand not in defined and _is_float(operand.type)
+        operand
+        for inner in body_ops
+        for operand in inner.operands
+        if operand not in defined and _is_float(operand.type)
     }
     spans: list[tuple[int, int]] = []  # (after which op a value is live, after which op it is dead)
 
@@ -647,8 +650,9 @@ def _live_values(op: scf.ForOp) -> int:
         if _is_float(arg.type):
             span(arg, 0)
     for inner in body_ops:
-        if inner.name in _LOADS and inner.results and all(use.operation.name == "vector.broadcast" for use in inner.results[0].uses):
-            continue
+        if inner.name in _LOADS and inner.results:
+            if all(use.operation.name == "vector.broadcast" for use in inner.results[0].uses):
+                continue
         for result in inner.results:
             if _is_float(result.type):
                 span(result, position[id(inner)])

@@ -505,7 +505,9 @@ def stale_samples(samples: Iterable[Sample]) -> int:
     be lowered again.
     """
     code = terms_code()
-    return sum(1 for s in samples if s.extra.get(TERMS_CODE) != code and point_of_key(str(s.extra.get("key"))) is not None)
+    return sum(
+        1 for s in samples if s.extra.get(TERMS_CODE) != code and point_of_key(str(s.extra.get("key"))) is not None
+    )
 
 
 def relowered(profile: Profile, stream: Any = None) -> tuple[Profile, int]:

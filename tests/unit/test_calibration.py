@@ -79,8 +79,8 @@ def test_few_row_tiles_take_every_order_up_to_1024_and_the_small_space_s_beyond(
     points = _gemm_points(space("calib", target_machine()), dtype)
 
     def orders(side: int, few_rows: bool) -> set[tuple[object, str]]:
-        return {(lay["kblock"], lay["order"]) for p in points if set(dict(p.sizes).values()) == {side}
-                for lay in [calibration._thaw(dict(p.layout))] if (lay["tile"][0] < calibration.FEW_ROWS) == few_rows}  # fmt: skip
+        layouts = [calibration._thaw(dict(p.layout)) for p in points if set(dict(p.sizes).values()) == {side}]
+        return {(lay["kblock"], lay["order"]) for lay in layouts if (lay["tile"][0] < calibration.FEW_ROWS) == few_rows}
 
     assert orders(2048, few_rows=True) == set(calibration._ORDERS_SMALL)
     assert orders(2048, few_rows=False) == orders(1024, few_rows=True) == set(calibration._ORDERS_FULL)
