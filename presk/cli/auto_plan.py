@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from presk.cli.calibrate import open_profile
 from presk.cli.program import Program, plan_of
-from presk.cost.profile import append_samples, load_profile, refit_profile, save_profile
+from presk.cost.profile import Profile, append_samples, load_profile, refit_profile, save_profile
 from presk.diagnostics import PreskError
 from presk.jit.engine import CACHE_ENV
 from presk.jit.native import NativeRunner
@@ -91,14 +91,15 @@ def resolve_profile(explicit: str | None, machine: Machine, err: TextIO) -> str:
     if named:
         return named
     path = host_profile_path(machine)
-    if not path.exists() or load_profile(path).layout is None:
+    profile = load_profile(path) if path.exists() else None
+    if profile is None or profile.layout is None:
         calibrate_first_use(path, machine, err)
     else:
-        relower_if_stale(path, err)
+        relower_if_stale(path, profile, err)
     return str(path)
 
 
-def relower_if_stale(path: Path, err: TextIO) -> None:
+def relower_if_stale(path: Path, profile: Profile, err: TextIO) -> None:
     """Read the host profile's samples' terms again and refit it, when another presk read them.
 
     The constants were fitted to those terms, and the plan prices points with
@@ -106,7 +107,6 @@ def relower_if_stale(path: Path, err: TextIO) -> None:
     quantities they disagree. Nothing is timed again, so this takes the
     lowering of the calibration's points (some seconds), once per version.
     """
-    profile = load_profile(path)
     stale = stale_samples(profile.samples)
     if not stale or profile.machine_desc is None:
         return

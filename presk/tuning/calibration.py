@@ -489,7 +489,6 @@ TERMS_CODE = "terms_code"
 """The key, in a calibration sample's `extra`, of the presk that read its terms (`terms_code`)."""
 
 
-@cache
 def terms_code() -> str:
     """This presk's sources, hashed (`code_version`, 16 hex digits): what lowers a point and counts its terms."""
     return code_version()[:16]

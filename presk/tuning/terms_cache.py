@@ -78,7 +78,8 @@ def code_version() -> str:
 
     Coarse on purpose: a change anywhere in presk invalidates the cache,
     which costs one slow plan, where a missed dependency would cost wrong
-    prices."""
+    prices. Hashed once per process: the terms cache and the calibration's
+    samples (`terms_code`) both ask for it."""
     import xdsl
 
     import presk
