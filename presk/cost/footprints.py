@@ -391,11 +391,20 @@ def _box_load(intervals: Box, shape: Sequence[int], element_bytes: int, geometry
     hull_lines = -(-(phase + hull) // line)
     if rows * width >= hull:  # no gap: consecutive lines, spread evenly over the sets
         return -(-hull_lines // sets), hull_lines
-    aligned = gcd(line, *(d for _, d in walks))
-    per_row = -(-(phase + width) // line) if aligned == line else -(-(width + line - gcd(aligned, phase)) // line)
+    per_row = _lines_per_row(box, line)
     lines = min(rows * per_row, hull_lines)
     used = _sets_used(walks, phase, per_row, sets, line)
     return -(-lines // used), lines
+
+
+def _lines_per_row(box: _Rows, line: int) -> int:
+    """The cache lines each run of `box` spans: from its start's offset in a line when every run starts at
+    that offset (the walks are whole lines), else at the worst offset the walks allow."""
+    phase = box.start % line
+    aligned = gcd(line, *(d for _, d in box.walks))
+    if aligned == line:
+        return -(-(phase + box.width) // line)
+    return -(-(box.width + line - gcd(aligned, phase)) // line)
 
 
 def _sets_used(walks: list[tuple[int, int]], phase: int, per_row: int, sets: int, line: int) -> int:
@@ -457,15 +466,17 @@ the program's (the bits above come from the physical page the kernel gave), and 
 follow a stream inside a page and stop at its end."""
 
 
-def scattered_bytes(boxes: Sequence[Box], shape: Sequence[int], element_bytes: int) -> int:
-    """Bytes of a footprint (the `boxes` of `footprint_bytes`) that lie in runs a page or more apart.
+def scattered_bytes(boxes: Sequence[Box], shape: Sequence[int], element_bytes: int, line: int) -> int:
+    """Bytes of the cache lines of a footprint (the `boxes` of `footprint_bytes`) in runs a page or more apart.
 
     A box whose rows are each on pages of their own, with a gap after each
     (a register tile's column block of an operand read in place, its rows
     4 KiB or more apart), is a run per page that no prefetcher follows: its
     lines arrive at the latency of their level, not at its streaming rate.
-    Rows closer than a page share their pages, and whole rows read one
-    after the other are one stream; neither counts.
+    Each run costs its whole lines: a run of 32 bytes (four f64, a [1, 4]
+    tile's row of operand 1) waits for a line of 64 as long as a run of 64
+    does. Rows closer than a page share their pages, and whole rows read
+    one after the other are one stream; neither counts.
     """
     if len(shape) == 0:
         return 0
@@ -476,5 +487,5 @@ def scattered_bytes(boxes: Sequence[Box], shape: Sequence[int], element_bytes: i
             continue
         stride = min(d for _, d in rows.walks)
         if stride >= PAGE and rows.width < stride:
-            total += rows.rows * rows.width
+            total += rows.rows * _lines_per_row(rows, line) * line
     return total

@@ -4,13 +4,14 @@
   width (`roofline_key`), one β and one λ. It is the baseline the layout
   model must beat, and what a profile without layout constants predicts.
 * The **layout model**: T̂ = λ + spawn·[p>1] + C(W/π_g, (N_ld+S)/ρ_g,
-  Q_L2/β_L2, p·Q_L3/β_L3, p·Q_mem/β_mem, p·Q_L3s/β_L3s), g =
+  Q_L2/β_L2, p·Q_L3/β_L3, p·Q_mem/β_mem, Q_L2s/β_L2s, p·Q_L3s/β_L3s), g =
   `group_key(terms)`, W with its latency stall (`KernelTerms.stall`)
-  added, and the L3 bytes in runs a page apart (`q_l3_scattered`) priced
-  again at their own rate (a profile without β_L3s: 0). Its
+  added, and the L2 and L3 lines in runs a page apart (`q_l2_scattered`,
+  `q_l3_scattered`) priced again at rates of their own (a profile
+  without β_L2s or β_L3s: 0). Its
   `Form` says how loads are priced (ρ per group, one ρ, or none: then the
   spill joins the work, (W+S)/π_g) and how the terms combine (`max`; `sum`
-  = max(work, loads) + max(l2, l3, mem, l3_scattered); `pnorm` =
+  = max(work, loads) + max(l2, l3, mem, l2_scattered, l3_scattered); `pnorm` =
   (Σ tᵢ^q)^(1/q)). The L3 and memory terms are bytes of shared levels that
   every worker draws at once, hence p·Q; the L2 is private.
 
@@ -121,6 +122,7 @@ class TermArrays:
     loads: np.ndarray
     stall: np.ndarray
     spill: np.ndarray
+    q_l2_scattered: np.ndarray
     q_l3_scattered: np.ndarray
     q_l2: np.ndarray
     q_l3: np.ndarray
@@ -141,6 +143,7 @@ class TermArrays:
             column("loads"),
             column("stall"),
             column("spill"),
+            column("q_l2_scattered"),
             column("q_l3_scattered"),
             column("q_l2"),
             column("q_l3"),
@@ -178,6 +181,7 @@ def layout_terms(form: Form, arrays: TermArrays) -> list[TermSpec]:
         TermSpec("l2", arrays.q_l2, ("beta_l2",) * n),
         TermSpec("l3", arrays.workers * arrays.q_l3, ("beta_l3",) * n),
         TermSpec("mem", arrays.workers * arrays.q_mem, ("beta_mem",) * n),
+        TermSpec("l2_scattered", arrays.q_l2_scattered, ("beta_l2_scattered",) * n),
         TermSpec("l3_scattered", arrays.workers * arrays.q_l3_scattered, ("beta_l3_scattered",) * n),
     ]
 

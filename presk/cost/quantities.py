@@ -115,8 +115,8 @@ The choices the specification leaves open, as made here:
   description states the register's width, LLVM's SLP vectoriser packs each
   row of consecutive columns into vectors (`_Walk._fma_chains`), so the
   chains are those vectors. With c chains below the description's
-  `fma_chains` (latency × units), the loop's fmas run at c / `fma_chains`
-  of the units' rate: its work W_loop adds W_loop · (fma_chains / c − 1),
+  `fma_chains` (about latency × units, as measured: `Machine.fma_chains`),
+  the loop's fmas run at c / `fma_chains` of the units' rate: its work W_loop adds W_loop · (fma_chains / c − 1),
   c counted once per execution of the loop that the reorder window
   (`REORDER_WINDOW`) overlaps, so a short k loop stalls less (`_stall`).
   A loop that adds fmas to memory in place (the row-wise product's j loop,
@@ -790,7 +790,11 @@ class _Footprints:
 
 
 class _Scattered(_Footprints):
-    """Of each footprint, the bytes in runs a page or more apart (`scattered_bytes`)."""
+    """Of each footprint, the lines in runs a page or more apart, in bytes (`scattered_bytes`)."""
+
+    def __init__(self, walk: _Walk, shapes: list[tuple[int, ...]], sizes: list[int], line: int) -> None:
+        super().__init__(walk, shapes, sizes, None)
+        self.scattered_line = line
 
     def one(self, loop: _Loop, scope: int, buffer: int) -> int:
         key = (loop.id, scope, buffer)
@@ -799,7 +803,8 @@ class _Scattered(_Footprints):
             accesses, free = self.accesses(loop, scope, buffer)
             boxes: list[Box] = []
             footprint_bytes(accesses, free, self.trips, self.shapes[buffer], self.sizes[buffer], None, boxes)
-            known = self.cache[key] = scattered_bytes(boxes, self.shapes[buffer], self.sizes[buffer])
+            shape, size = self.shapes[buffer], self.sizes[buffer]
+            known = self.cache[key] = scattered_bytes(boxes, shape, size, self.scattered_line)
         return known
 
 
@@ -965,7 +970,7 @@ def kernel_terms_by_rules(
     dtype = _dtype_name(out_type.element_type) if isinstance(out_type, MemRefType) else "f64"
     buffers = sorted(walk.root.inside)
     footprints: dict[tuple[int | None, bool], _Footprints] = {(None, False): plain}
-    scattered = _Scattered(walk, shapes, sizes, None)
+    scattered = _Scattered(walk, shapes, sizes, desc.line)
 
     def terms(rules: frozenset[str]) -> KernelTerms:
         work = base_work + (loop_runs if "overhead" in rules else 0)
@@ -978,12 +983,13 @@ def kernel_terms_by_rules(
         carry = "lines" in rules or "shared" in rules
         levels = _levels(desc, walk.workers, sets)
         q_l2, q_l3, q_mem = (_traffic(walk.root, footprint, level, groups, carry) for level in levels)
-        q_l3_scattered = _traffic(walk.root, footprint, levels[1], groups, carry, scattered)
+        q_l2_scattered, q_l3_scattered = (_traffic(walk.root, footprint, level, groups, carry, scattered)
+                                          for level in levels[:2])
         return KernelTerms(
             work=float(work), bytes=float(nbytes), loads=float(loads), spill=float(spill),
             q_l2=float(q_l2), q_l3=float(q_l3), q_mem=float(q_mem),
             workers=walk.workers, lanes=walk.lanes, dtype=dtype, stall=float(stall),
-            q_l3_scattered=float(q_l3_scattered),
+            q_l2_scattered=float(q_l2_scattered), q_l3_scattered=float(q_l3_scattered),
         )  # fmt: skip
 
     return [terms(rules) for rules in rule_sets]

@@ -25,10 +25,12 @@ The quantities are those the seed's layout cost model names:
   running sums are too few independent chains to keep the FMA units busy
   (a register tile of few accumulators), in units of W, so that the layout
   model prices it with the group's π;
-* `q_l3_scattered`, beyond the seed: of `q_l3`, the bytes that arrive in
-  runs a page or more apart (a register tile's column block of an operand
-  read in place, its rows 4 KiB or more apart), each run on a page of its
-  own where no prefetcher follows it, so that it comes at L3's latency.
+* `q_l2_scattered` and `q_l3_scattered`, beyond the seed: of `q_l2` and
+  `q_l3`, what arrives in runs a page or more apart (a register tile's
+  column block of an operand read in place, its rows 4 KiB or more apart),
+  each run on a page of its own where no prefetcher follows it, so that it
+  comes at its level's latency. A run costs its whole cache lines: it is
+  counted in lines, as bytes.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ RULES: tuple[str, ...] = ("lines", "shared", "overhead", "sets")
 """
 
 
-OPTIONAL_TERMS: tuple[str, ...] = ("stall", "q_l3_scattered")
+OPTIONAL_TERMS: tuple[str, ...] = ("stall", "q_l2_scattered", "q_l3_scattered")
 """Terms counted after samples were first written: written only when non-zero, read as 0 when absent."""
 
 
@@ -75,9 +77,11 @@ class KernelTerms:
     """Latency-bound work (see the module docstring); 0 where the description states no `fma_chains`,
     and in samples written before it was counted."""
 
+    q_l2_scattered: float = 0.0
+    """Of `q_l2`, the lines in runs a page or more apart, in bytes (see the module docstring); 0 in samples
+    written before it was counted."""
     q_l3_scattered: float = 0.0
-    """Of `q_l3`, the bytes in runs a page or more apart, which no prefetcher follows (see the module
-    docstring); 0 in samples written before it was counted."""
+    """The same of `q_l3` (see the module docstring); 0 in samples written before it was counted."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -151,7 +155,7 @@ class MachineDesc:
             for c in data["caches"]
         )  # a profile written before "ways" existed: not known
         bits = _count(data, "vector_bits", "the widest vector register in bits (256, 512)")
-        chains = _count(data, "fma_chains", "the independent FMA chains the core needs busy (latency × units, 8)")
+        chains = _count(data, "fma_chains", "the independent FMA chains the core needs busy (about latency × units, 10)")
         return MachineDesc(caches, int(data["vector_registers"]), int(data["line"]), int(data["workers"]), bits, chains)
 
 

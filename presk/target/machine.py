@@ -67,15 +67,19 @@ class Machine:
 
     @property
     def fma_chains(self) -> int:
-        """Independent FMA chains that keep the FMA units busy: latency × units, 0 without FMA.
+        """Independent FMA chains that keep the FMA units busy, as measured: 10; 0 without FMA.
 
         Every x86-64 core with FMA that presk has run on issues two FMAs a
         cycle with a latency of four cycles (Skylake-SP and later Xeons, Zen 3
-        to Zen 5, on ymm and zmm alike): 8. The OS does not report it, so it
-        is this documented constant, which a profile's `machine_desc` may
-        override.
+        to Zen 5, on ymm and zmm alike), so 8 chains would fill both units if
+        nothing else took an issue slot. A register tile's k loop also loads
+        and broadcasts its operands: on a Zen 3, tiles of 8 chains (`[8, 8]`,
+        `[2, 32]` in 8 lanes) run at 78-83 % of the FMA peak and `[6, 16]`'s
+        12 at 94 % (docs/cost.md §6.5), which 10 describes (8/10) and 8 does
+        not. The OS does not report it, so it is this documented constant,
+        which a profile's `machine_desc` may override.
         """
-        return 8 if "fma" in self.features else 0
+        return 10 if "fma" in self.features else 0
 
     def _register_bits(self) -> tuple[int, ...]:
         if self.vector_bits >= 512:

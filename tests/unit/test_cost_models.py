@@ -62,6 +62,14 @@ def test_l3_bytes_a_page_apart_are_priced_again_only_by_a_profile_that_fitted_th
         assert predict_many(layout(form), [scattered])[0] == predict_many(layout(form), [TERMS])[0]
 
 
+def test_l2_lines_a_page_apart_are_priced_at_their_own_rate_for_one_worker() -> None:
+    # Q_L2s = 1.5 at β_L2s = 0.5: 3 binds the max, and L2 is private, so not times p (2) as L3's is.
+    scattered = dataclasses.replace(TERMS, q_l2_scattered=1.5)
+    assert predict_many(layout(Form("group", "max"), beta_l2_scattered=0.5), [scattered])[0] == 0.125 + 0.5 + 3.0
+    for form in (Form("group", "max"), Form("group", "pnorm", 2.0)):
+        assert predict_many(layout(form), [scattered])[0] == predict_many(layout(form), [TERMS])[0]
+
+
 def test_the_stall_joins_the_work_of_the_layout_model_not_the_roofline() -> None:
     # A stall of 3 W-units: work (6 + 3)/3 = 3 binds the max; with no load term (6 + 3 + 0.25)/3.
     stalled = dataclasses.replace(TERMS, stall=3.0)
@@ -137,7 +145,8 @@ def test_an_unidentified_rate_without_data_drops_its_term() -> None:
 
 def test_explain_names_the_binding_term() -> None:
     parts = explain(layout(Form("group", "sum")), TERMS)
-    assert parts.terms == {"work": 2.0, "loads": 1.0, "l2": 0.5, "l3": 1.5, "mem": 0.25, "l3_scattered": 0.0}
+    assert parts.terms == {"work": 2.0, "loads": 1.0, "l2": 0.5, "l3": 1.5, "mem": 0.25, "l2_scattered": 0.0,
+                           "l3_scattered": 0.0}
     assert (parts.lam, parts.spawn, parts.combined, parts.seconds) == (0.125, 0.5, 3.5, 4.125)
     assert parts.binding == "work"
     memory = KernelTerms(6.0, 40.0, 0.75, 0.25, 1.0, 3.0, 50.0, workers=2, lanes=8, dtype="f32")

@@ -793,19 +793,25 @@ def test_sets_above_the_page_are_the_physical_pages_not_the_stride() -> None:
     assert terms.q_l3 == 16384 * 256 + 131072
 
 
-def test_runs_a_page_apart_from_l3_are_counted_apart() -> None:
-    """q_l3_scattered: the bytes of q_l3 whose runs lie a page or more apart, which no prefetcher follows."""
+def test_runs_a_page_apart_are_counted_apart_in_whole_lines() -> None:
+    """q_l2_scattered, q_l3_scattered: what q_l2 and q_l3 bring in runs a page or more apart, in whole lines."""
     # Column j of x (64 rows of 512 f64: 4 KiB apart) read 4 times over. An L2 of 1 KiB holds the column
     # (64 elements, 512 bytes), not x: each column comes from L3 once, 512·512 bytes, all of it in runs of one
-    # element a page apart. o (4 KiB) comes an element at a time: 512·8, not scattered.
+    # element a page apart. Each run waits for its whole line: 512 columns · 64 lines of 64 bytes, eight times
+    # the bytes. o (4 KiB) comes an element at a time: 512·8, not scattered.
     column = kernel(_reread(64, 512, by_column=True))
     terms = kernel_terms(column, desc(l2=1024))
-    assert (terms.q_l3, terms.q_l3_scattered) == (512 * 512 + 4096, 512 * 512)
+    assert (terms.q_l3, terms.q_l3_scattered) == (512 * 512 + 4096, 512 * 64 * 64)
+    # An L1 of 1 KiB and L2, L3 large: the columns come so from L2, and x from L3 once, whole, a stream.
+    from_l2 = kernel_terms(column, desc(l1=1024))
+    assert (from_l2.q_l2, from_l2.q_l2_scattered) == (512 * 512 + 4096, 512 * 64 * 64)
+    assert (from_l2.q_l3, from_l2.q_l3_scattered) == (512 * 512 + 4096, 0)
     # The same bytes read a row at a time (x is 512 rows of 64 f64): one run each, nothing scattered.
-    rows = kernel_terms(kernel(_reread(64, 512, by_column=False)), desc(l2=1024))
-    assert (rows.q_l3, rows.q_l3_scattered) == (512 * 512 + 4096, 0)
+    rows = kernel_terms(kernel(_reread(64, 512, by_column=False)), desc(l1=1024, l2=1024))
+    assert (rows.q_l2, rows.q_l2_scattered, rows.q_l3, rows.q_l3_scattered) == (512 * 512 + 4096, 0, 512 * 512 + 4096, 0)
     # Rows 2 KiB apart share their pages: not scattered.
-    assert kernel_terms(kernel(_reread(64, 256, by_column=True)), desc(l2=1024)).q_l3_scattered == 0
+    near = kernel_terms(kernel(_reread(64, 256, by_column=True)), desc(l1=1024, l2=1024))
+    assert (near.q_l2_scattered, near.q_l3_scattered) == (0, 0)
     # From L2 (x fits it whole) nothing comes from L3 at all.
     assert kernel_terms(column, desc()).q_l3_scattered == 0
 
