@@ -726,7 +726,7 @@ def _sum_latency(loop: _Loop, runs: int, needed: int) -> float:
     latency times the units, each `lanes` wide): the stall is what the iteration's own work W_iter falls
     short of that, `needed` · lanes − W_iter, or 0. A softmax's denominators summed a row at a time (one
     chain) stall; eight rows summed in the lanes of one vector, whose exponentials are eight times the
-    work, do not. Consecutive executions overlap within the reorder window, as in `_stall`."""
+    work, stall little or not at all. Consecutive executions overlap within the reorder window, as in `_stall`."""
     if loop.running_sums >= needed:
         return 0.0
     operations = loop.trip * (loop.running_sums + loop.loads + 2)
