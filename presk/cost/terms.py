@@ -122,7 +122,7 @@ class MachineDesc:
     (`presk.cost.quantities`, "Lanes"); 0 (a profile written before it was recorded): not known, and
     only the kernel's explicit vectors count."""
     fma_chains: int = 0
-    """Independent FMA chains that keep the core's FMA units busy (latency × units); fewer running
+    """Independent FMA chains that keep the core's FMA units busy (about latency × units); fewer running
     sums in a loop leave them idle, which `stall` counts; 0 (a profile written before it was
     recorded): no stall is counted."""
 
