@@ -16,12 +16,14 @@ import hashlib
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from presk.cli.calibrate import open_profile
 from presk.cli.program import Program, plan_of
 from presk.cost.profile import Profile, append_samples, load_profile, refit_profile, save_profile
+from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
 from presk.jit.engine import CACHE_ENV
 from presk.jit.native import NativeRunner
@@ -95,24 +97,29 @@ def resolve_profile(explicit: str | None, machine: Machine, err: TextIO) -> str:
     if profile is None or profile.layout is None:
         calibrate_first_use(path, machine, err)
     else:
-        relower_if_stale(path, profile, err)
+        relower_if_stale(path, profile, MachineDesc.of(machine), err)
     return str(path)
 
 
-def relower_if_stale(path: Path, profile: Profile, err: TextIO) -> None:
+def relower_if_stale(path: Path, profile: Profile, host: MachineDesc, err: TextIO) -> None:
     """Read the host profile's samples' terms again and refit it, when another presk read them.
 
     The constants were fitted to those terms, and the plan prices points with
     the terms this presk reads: after a change to the lowering or the
     quantities they disagree. Nothing is timed again, so this takes the
     lowering of the calibration's points (some seconds), once per version.
+    The profile is presk's own, made from `host`, this presk's description of
+    the machine: where another presk described it otherwise (a constant such
+    as `fma_chains` that a version changed), it takes this one's. A profile
+    whose description a user edits is one named by `--profile`.
     """
     stale = stale_samples(profile.samples)
     if not stale or profile.machine_desc is None:
         return
+    described = "" if profile.machine_desc == host else ", against this presk's description of the machine"
     err.write(f"presk: {stale} samples of {path} were priced by another version of presk: "
-              f"pricing them again (nothing is timed) and refitting\n")  # fmt: skip
-    fresh, _ = relowered(profile, err)
+              f"pricing them again{described} (nothing is timed) and refitting\n")  # fmt: skip
+    fresh, _ = relowered(replace(profile, machine_desc=host), err)
     save_profile(refit_profile(fresh), path)
 
 

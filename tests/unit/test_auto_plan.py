@@ -16,6 +16,7 @@ import pytest
 
 from presk.cli import auto_plan as auto
 from presk.cost.profile import load_profile, save_profile
+from presk.cost.terms import MachineDesc
 from presk.target import target_machine
 from presk.tuning.calibration import TERMS_CODE, space, stale_samples
 from test_plan_static import TWO_DOTS, load_dominated, run_cli, write_profile
@@ -92,12 +93,15 @@ def test_a_host_without_a_profile_measures_one_first(
     assert profile.layout is not None and len(profile.samples) >= len(few)
     assert stale_samples(profile.samples) == 0
 
-    # Samples another presk priced (another code, other terms: the work doubled). `presk plan` with them says
-    # so; `--plan auto` reads their terms again, refits, and prices with exactly the terms this presk reads.
+    # Samples another presk priced (another code, other terms: the work doubled), which described the machine
+    # otherwise too (other FMA chains). `presk plan` with them says so; `--plan auto` reads their terms again
+    # against this presk's description, refits, and prices with exactly the terms this presk reads.
     fresh = [s.to_json() for s in profile.samples]
     other = [replace(s, terms={k: replace(t, work=2 * t.work) for k, t in s.terms.items()},
                      extra={**s.extra, TERMS_CODE: "another"}) for s in profile.samples]  # fmt: skip
-    save_profile(replace(profile, samples=tuple(other), samples_file=None), host)
+    assert profile.machine_desc == MachineDesc.of(machine)
+    described_otherwise = replace(profile.machine_desc, fma_chains=profile.machine_desc.fma_chains + 3)
+    save_profile(replace(profile, samples=tuple(other), samples_file=None, machine_desc=described_otherwise), host)
     code, _, err = run_cli(["plan", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--realize", "f32",
                             "--profile", str(host), "-o", str(tmp_path / "plan.json")], capsys)  # fmt: skip
     assert code == 0, err
@@ -106,9 +110,11 @@ def test_a_host_without_a_profile_measures_one_first(
     code, _, err = run_cli(["bench", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--realize", "f32",
                             "--plan", "auto", "--rounds", "1", "--warmup", "0"], capsys)  # fmt: skip
     assert code == 0, err
-    assert f"{len(other)} samples of {host} were priced by another version of presk: pricing them again" in err
+    assert (f"{len(other)} samples of {host} were priced by another version of presk: pricing them again, "
+            "against this presk's description of the machine") in err
     assert "measuring one" not in err and "note:" not in err
     assert [s.to_json() for s in load_profile(host).samples] == fresh
+    assert load_profile(host).machine_desc == MachineDesc.of(machine)
 
 
 @pytest.mark.parametrize(
