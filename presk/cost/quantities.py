@@ -116,8 +116,8 @@ The choices the specification leaves open, as made here:
   row of consecutive columns into vectors (`_Walk._fma_chains`), so the
   chains are those vectors. With c chains below the description's
   `fma_chains` (about latency × units, as measured: `Machine.fma_chains`),
-  the loop's fmas run at c / `fma_chains` of the units' rate: its work W_loop adds W_loop · (fma_chains / c − 1),
-  c counted once per execution of the loop that the reorder window
+  the loop's fmas run at c / `fma_chains` of the units' rate: its work
+  W_loop adds W_loop · (fma_chains / c − 1), c counted once per execution of the loop that the reorder window
   (`REORDER_WINDOW`) overlaps, so a short k loop stalls less (`_stall`).
   A loop that adds fmas to memory in place (the row-wise product's j loop,
   `_in_place_fma`) at addresses the loop around it comes back to has a
@@ -726,7 +726,8 @@ def _sum_latency(loop: _Loop, runs: int, needed: int) -> float:
     latency times the units, each `lanes` wide): the stall is what the iteration's own work W_iter falls
     short of that, `needed` · lanes − W_iter, or 0. A softmax's denominators summed a row at a time (one
     chain) stall; eight rows summed in the lanes of one vector, whose exponentials are eight times the
-    work, stall little or not at all. Consecutive executions overlap within the reorder window, as in `_stall`."""
+    work, stall little or not at all. Consecutive executions overlap within the reorder window, as in
+    `_stall`."""
     if loop.running_sums >= needed:
         return 0.0
     operations = loop.trip * (loop.running_sums + loop.loads + 2)

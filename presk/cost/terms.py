@@ -77,11 +77,11 @@ class KernelTerms:
     """Latency-bound work (see the module docstring); 0 where the description states no `fma_chains`,
     and in samples written before it was counted."""
 
-    q_l2_scattered: float = 0.0
-    """Of `q_l2`, the lines in runs a page or more apart, in bytes (see the module docstring); 0 in samples
-    written before it was counted."""
     q_l3_scattered: float = 0.0
-    """The same of `q_l3` (see the module docstring); 0 in samples written before it was counted."""
+    """Of `q_l3`, the lines in runs a page or more apart, in bytes (see the module docstring); 0 in samples
+    written before it was counted."""
+    q_l2_scattered: float = 0.0
+    """The same of `q_l2`; 0 in samples written before it was counted."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
