@@ -117,8 +117,9 @@ The choices the specification leaves open, as made here:
   chains are those vectors. With c chains below the description's
   `fma_chains` (about latency × units, as measured: `Machine.fma_chains`),
   the loop's fmas run at c / `fma_chains` of the units' rate: its work
-  W_loop adds W_loop · (fma_chains / c − 1), c counted once per execution of the loop that the reorder window
-  (`REORDER_WINDOW`) overlaps, so a short k loop stalls less (`_stall`).
+  W_loop adds W_loop · (fma_chains / c − 1), c counted once per execution
+  of the loop that the reorder window (`REORDER_WINDOW`) overlaps, so a
+  short k loop stalls less (`_stall`).
   A loop that adds fmas to memory in place (the row-wise product's j loop,
   `_in_place_fma`) at addresses the loop around it comes back to has a
   chain per vector, carried by that loop, each step twice the fma's

@@ -340,7 +340,10 @@ def space(kind: str, machine: Machine, dtypes: Sequence[str] = ("f32", "f64", "b
     points = list(_vector_points(kind, machine, dtypes)) + list(_gemm_points(SPACES[kind], machine, gemm_dtypes))
     if "bf16" in dtypes:
         # bf16 computes in f32 one element at a time: its GEMMs are scalar and small.
-        small = GemmShapes((128, 256), (), 256, 256, (("none", "IJ"), ("none", "JI")), 3, 256)
+        small = GemmShapes(
+            square=(128, 256), thin=(), scalar_up_to=256, one_worker_up_to=256,
+            orders=(("none", "IJ"), ("none", "JI")), tiles=3, all_orders_up_to=256,
+        )  # fmt: skip
         points += list(_gemm_points(small, machine, ["bf16"]))
     return points
 
