@@ -13,8 +13,10 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute
 
+from presk import pipeline
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
+from presk.plans import Plan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,6 +64,31 @@ def run_kernel_cache() -> Iterator[Path]:
     finally:
         os.environ.pop("PRESK_CACHE_DIR", None)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+_LOWERED: dict[tuple[object, ...], ModuleOp] = {}
+
+
+@pytest.fixture
+def memoized_lowering(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands' lowering (`presk.cli.backends.lower`) answered from a memo kept by this worker.
+
+    The CLI tests run one program on every backend, and train it again with
+    other flags: each run lowered the same entry afresh, 0.5-1 s apiece. The
+    key is all that `presk.pipeline.lower` reads (the program's text, the
+    entry, the sizes, the plan, the fusion flags, the target); a copy is
+    returned, since the commands rewrite their kernels further. Only for
+    tests that patch nothing the lowering calls.
+    """
+    import presk.cli.backends
+
+    def lower(module: ModuleOp, entry: str, env: dict[str, int], plan: Plan, *flags: bool | None) -> ModuleOp:
+        key = (str(module), entry, tuple(sorted(env.items())), repr(plan), flags, os.environ.get("PRESK_TARGET"))
+        if key not in _LOWERED:
+            _LOWERED[key] = pipeline.lower(module, entry, env, plan, *flags)
+        return _LOWERED[key].clone()
+
+    monkeypatch.setattr(presk.cli.backends, "lower", lower)
 
 
 @cache

@@ -21,6 +21,7 @@ import pytest
 
 from presk.cli.main import main as presk
 
+pytestmark = pytest.mark.usefixtures("memoized_lowering")  # conftest.py: one lowering per program and flags
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = ["--dim", "B=2", "--dim", "T=3", "--const", "D=4", "--const", "V=5", "--const", "C=4"]
 LOSS_GRAD = """

@@ -19,6 +19,7 @@ import pytest
 
 from presk.cli.main import main as presk
 
+pytestmark = pytest.mark.usefixtures("memoized_lowering")  # conftest.py: one lowering per program and flags
 ROOT = Path(__file__).resolve().parents[2]
 ATTENTION = str(ROOT / "corpus" / "attention.mlir")
 SIZES = ["--dim", "B=2", "--dim", "T=8"]

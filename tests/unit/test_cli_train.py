@@ -36,6 +36,7 @@ import pytest
 
 from presk.cli.main import main as presk
 
+pytestmark = pytest.mark.usefixtures("memoized_lowering")  # conftest.py: one lowering per program and flags
 ROOT = Path(__file__).resolve().parents[2]
 MINIGPT = str(ROOT / "corpus" / "minigpt.mlir")
 SMALL = ["--dim", "B=2", "--dim", "T=8", "--const", "D=8", "--const", "C=8"]
