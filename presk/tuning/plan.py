@@ -50,7 +50,7 @@ from typing import Any, TextIO
 
 from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import MemRefType, ModuleOp
-from xdsl.ir import Block, Region
+from xdsl.ir import Block, Region, SSAValue
 
 from presk.cost.kernel_cost import default_split
 from presk.cost.models import PROFILE_ERROR, Constants, UnmeasuredGroup, predict_many
@@ -58,6 +58,7 @@ from presk.cost.profile import Profile, load_profile
 from presk.cost.quantities import kernel_terms
 from presk.cost.terms import KernelTerms, MachineDesc
 from presk.diagnostics import PreskError
+from presk.dialects import psk_core as core
 from presk.dialects import psk_kernel as kernel
 from presk.dialects.psk_kernel_structured import SoftmaxOp as StructuredSoftmaxOp
 from presk.dialects.psk_realize import LayoutAttr, NestOp
@@ -151,22 +152,44 @@ def _axes(t: Any) -> str:
     return text[start + 1 : end] if start >= 0 and end > start else text
 
 
+def _computed_mask(value: SSAValue) -> bool:
+    """Whether `value` is `causal_mask`'s, which a softmax computes from its loop counters instead of
+    reading (`presk.lowering.realize_to_kernel._causal_axes`)."""
+    site = value.owner
+    return isinstance(site, NestOp) and isinstance(site.primitive, core.CausalMaskOp)
+
+
 def isolate(nest: NestOp, operand_storage: str | None = None) -> Isolated:
-    """The module `func.func @nest(operands) { primitive }` of `nest` (its sizes bound), realized alone."""
+    """The module `func.func @nest(operands) { primitive }` of `nest` (its sizes bound), realized alone.
+
+    A causal mask stays `causal_mask` in the isolated function rather than
+    becoming an argument: the program's softmax computes it from its loop
+    counters, and one that read it from memory would be priced for
+    traffic the program never has (the mask read again for every row of
+    every head, which made a split over the rows look cheaper than one over
+    the batch). The mask's own launch is not the nest's and is not priced
+    (`Pricer.terms`).
+    """
     primitive = nest.primitive
-    types = [v.type for v in primitive.operands]
-    block = Block(arg_types=types)
-    mapping = {}
-    for value, arg in zip(primitive.operands, block.args):
+    inputs = [v for v in primitive.operands if not _computed_mask(v)]
+    block = Block(arg_types=[v.type for v in inputs])
+    mapping: dict[SSAValue, SSAValue] = {}
+    for value, arg in zip(inputs, block.args):
         mapping.setdefault(value, arg)
+    for value in primitive.operands:
+        if value not in mapping:
+            mask = core.CausalMaskOp(value.type)
+            block.add_op(mask)
+            mapping[value] = mask.result
     clone = primitive.clone(value_mapper=mapping)
     block.add_op(clone)
     block.add_op(func.ReturnOp(clone.results[0]))
+    types = [arg.type for arg in block.args]
     module = ModuleOp([func.FuncOp(ISOLATED_FUNCTION, (types, [clone.results[0].type]), Region(block))])
     storage = nest.realization.storage_name if nest.realization is not None else "f64"
     operands = operand_storage or storage
     realized = realize(module, {}, parse_plan({"realization": storage}, "presk plan"))
-    site = next(op for op in realized.walk() if isinstance(op, NestOp))
+    site = next(op for op in realized.walk() if isinstance(op, NestOp) and op.primitive.name == primitive.name)
     return Isolated(module, site, storage, operands, f"{module}|{storage}|{operands}")
 
 
@@ -312,7 +335,7 @@ class Pricer:
         kernels = lower(iso.module, ISOLATED_FUNCTION, {}, iso.plan(point), fuse_launches=False)
         self.lowered += 1
         out = []
-        for k, count in _launched(kernels):
+        for k, count in _launched(kernels, site=iso.name):
             out.append((kernel_terms(k, self.desc, default_split(k, self.machine), self.rules), count))
         return out
 
@@ -395,7 +418,7 @@ class Pricer:
         VectorizeContractions(machine=layout_machine).apply(ctx, kernels)
         self.lowered += 1
         out: list[tuple[kernel.KernelOp, int, bool, KernelTerms | None]] = []
-        for k, count in _launched(kernels, host_only=True):
+        for k, count in _launched(kernels, host_only=True, site=iso.name):
             applies = k.sym_name.data in splits
             fixed = None if applies else kernel_terms(k, self.desc, default_split(k, self.machine), self.rules)
             out.append((k, count, applies, fixed))
@@ -483,10 +506,12 @@ class Pricer:
         return terms
 
 
-def _launched(kernels: ModuleOp, host_only: bool = False) -> list[tuple[kernel.KernelOp, int]]:
+def _launched(kernels: ModuleOp, host_only: bool = False, site: str | None = None) -> list[tuple[kernel.KernelOp, int]]:
     """The kernels the host program launches, in the order of their first launch, with their launches.
 
     `host_only`: kernels launch nothing, so their bodies (an unrolled tile) need not be walked.
+    `site`: only the launches of that nest (its packs included), not those of a value the isolated
+    function computes for it (a causal mask).
     """
     by_name = {op.sym_name.data: op for op in kernels.ops if isinstance(op, kernel.KernelOp)}
     launches: dict[str, int] = {}
@@ -494,7 +519,7 @@ def _launched(kernels: ModuleOp, host_only: bool = False) -> list[tuple[kernel.K
         if host_only and isinstance(host, kernel.KernelOp):
             continue
         for op in host.walk():
-            if isinstance(op, kernel.LaunchOp):
+            if isinstance(op, kernel.LaunchOp) and (site is None or op.attributes["site"].data == site):  # type: ignore[attr-defined]
                 name = op.kernel.string_value()
                 launches[name] = launches.get(name, 0) + 1
     return [(by_name[name], count) for name, count in launches.items()]

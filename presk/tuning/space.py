@@ -172,10 +172,19 @@ def contraction_points(
 
 
 def softmax_points(site: NestOp, env: Mapping[str, int], machine: Machine) -> list[Point]:
-    """Three passes, then two, each with every split of its loops."""
+    """Three passes, then two, each with its split left to the executor first, then every split of its loops.
+
+    The executor's comes first so that it wins a tie: a softmax split by
+    the executor can merge with the elementwise launches beside it, whose
+    splits are the executor's too (`psk-fuse-slices` merges only launches
+    whose top loops carry the same attributes), and the model, pricing the
+    nest alone, cannot see that merge. In the course GPT the scaling of the
+    scores then runs inside the softmax's launch instead of in one of its own.
+    """
     points: list[Point] = []
     for passes in sorted(PASSES, reverse=True):
         loops = site_loops(site, {"passes": passes}, env, site.result.type)
+        points.append({"passes": passes})  # the split left to the executor
         points += [{"passes": passes, "split": split} for split in split_choices(loops, machine)]
     return points
 

@@ -315,6 +315,72 @@ def test_attention_plan_packs_and_keeps_the_bits(tmp_path: Path, capsys: pytest.
     assert_same_bits(plan, "attend", tmp_path, capsys)
 
 
+SCALED_SOFTMAX = """
+!S    = !psk_core.tensor<[batch: B, heads: H, seq: T, seq2: T]>
+!Mask = !psk_core.index<[seq: T, seq2: T], 2>
+!R    = !psk_core.real
+
+func.func @scaled(%s: !S, %c: !R) -> !S {
+  %0 = psk_core.mul %s, %c : !S
+  %1 = psk_core.causal_mask : !Mask
+  %2 = psk_core.softmax %0 [seq2] mask %1 : !S
+  func.return %2 : !S
+}
+
+func.func @plain(%s: !S) -> !S {
+  %0 = psk_core.softmax %s [seq2] : !S
+  func.return %0 : !S
+}
+"""
+"""Attention's scaled and causally masked scores, and the softmax of the same shape without a mask."""
+
+
+def softmax_nest(entry: str) -> Nest:
+    module = parse_module(presk_context(), SCALED_SOFTMAX, "scaled.mlir").module
+    env = sizes.resolve(module, {}, {"B": 2, "H": 2, "T": 16})
+    return next(n for n in capture(module, entry, env, parse_plan({"realization": "f32"}, "test")) if n.kind == "softmax")
+
+
+def test_a_causal_softmax_is_priced_reading_no_mask() -> None:
+    """The program's softmax computes a causal mask from its loop counters, so the nest priced alone
+    keeps `causal_mask` instead of taking the mask as an argument, and its terms are the unmasked
+    softmax's bytes: no [T, T] buffer read for every row of every head. The mask's launch is not priced."""
+    (masked, _), = softmax_nest("scaled").shapes
+    (plain, _), = softmax_nest("plain").shapes
+    assert "psk_core.causal_mask" in str(masked.module) and str(masked.module).count("%0: !psk_core") == 1
+    prices = pricer(load_dominated())
+    for point in ({"passes": 3, "split": "none"}, {"passes": 2, "split": "none"}):
+        (terms, launches), = prices.terms(masked, point)
+        (unmasked, _), = prices.terms(plain, point)
+        assert launches == 1 and terms.bytes == unmasked.bytes and terms.q_l3 == unmasked.q_l3
+
+
+def test_a_softmax_plan_leaves_the_split_to_the_executor_so_the_scaling_joins_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Of points priced alike, the plan takes the softmax's split left to the executor (its space lists
+    it first): stated, even as "none", it would keep psk-fuse-slices from running the scaling `mul`
+    inside the softmax's launch, which the model pricing the nest alone cannot see."""
+    source = tmp_path / "scaled.mlir"
+    source.write_text(SCALED_SOFTMAX)
+    profile = write_profile(tmp_path / "p.json", load_dominated())
+    plan = tmp_path / "plan.json"
+    common = [str(source), "--entry", "scaled", "--dim", "B=2", "--dim", "H=2", "--dim", "T=16"]
+    code, _, err = run_cli(["plan", *common, "--realize", "f32", "--profile", str(profile), "-o", str(plan)], capsys)
+    assert code == 0, err
+    (site, layout), = json.loads(plan.read_text())["layout"].items()
+    assert "split" not in layout and layout["passes"] in (2, 3)
+    stated = tmp_path / "stated.json"
+    stated.write_text(json.dumps({"realization": "f32", "layout": {site: {**layout, "split": "none"}}}))
+    kernels = {}
+    for name, path in (("planned", plan), ("stated", stated)):
+        code, out, err = run_cli(["dump", *common, "--stage", "kernel", "--plan", f"@{path}"], capsys)
+        assert code == 0, err
+        kernels[name] = out
+    assert 'psk_kernel.kernel @"mul+softmax"' in kernels["planned"]
+    assert 'psk_kernel.kernel @"mul+softmax"' not in kernels["stated"]
+
+
 def test_errors_are_diagnostics_with_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = write_profile(tmp_path / "good.json", load_dominated())
     base = [str(GEMM), "--dim", "N=8", "--realize", "f32", "-o", str(tmp_path / "plan.json")]
