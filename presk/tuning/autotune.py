@@ -62,7 +62,9 @@ from presk.pipeline import lower
 from presk.plans import parse_plan
 from presk.target import target_machine
 from presk.tuning.calibration import MIN_CALLS, MIN_SECONDS, Progress
-from presk.tuning.plan import ISOLATED_FUNCTION, Isolated, Nest, Pricer, capture, legal_points, profile_constants
+from presk.tuning.plan import (
+    ISOLATED_FUNCTION, Isolated, Nest, Pricer, capture, launched_kernels, legal_points, profile_constants,
+)
 from presk.tuning.space import SPACES, Point, point_key
 
 if TYPE_CHECKING:
@@ -132,13 +134,18 @@ class Measurement:
 
 
 def measure(kernels: ModuleOp, leaves: Sequence[Any], runner: Any, min_calls: int = MIN_CALLS,
-            min_seconds: float = MIN_SECONDS, max_calls: int = MAX_CALLS) -> Measurement:  # fmt: skip
-    """The outputs of a first, untimed call, then the kernels' time per call (see the module docstring)."""
+            min_seconds: float = MIN_SECONDS, max_calls: int = MAX_CALLS, site: str | None = None) -> Measurement:  # fmt: skip
+    """The outputs of a first, untimed call, then the kernels' time per call (see the module docstring).
+
+    `site`: only that nest's kernels are timed (its packs too), not the launch of a value the isolated
+    function computes for it (a causal mask), which `presk plan` does not price either.
+    """
     timed = TimedRunner(runner)
     host = HostProgram(kernels, timed)
     prepared = host.prepare_inputs(leaves)
     outputs = [np.array(o, copy=True) for o in host(prepared)]
-    lists = list(timed.samples.values())
+    counted = {k.sym_name.data for k, _ in launched_kernels(kernels, host_only=True, site=site)}
+    lists = [times for name, times in timed.samples.items() if name in counted]
     for times in lists:
         times.clear()
     per_call: list[float] = []
@@ -471,7 +478,7 @@ def measure_record(shape: Shape, point: Point, is_default: bool, runner: Any, ma
             if error.code != "E7002":
                 raise
             return None
-    result = measure(kernels, shape.leaves or [], runner)
+    result = measure(kernels, shape.leaves or [], runner, site=shape.iso.name)
     bits = "ok" if same_bits(result.outputs, shape.reference) else "differ"
     if bits == "differ":
         err.write(f"\npresk autotune: BUG: nest \"{shape.site}\" ({shape.iso.describe()}) under {json.dumps(point)} "

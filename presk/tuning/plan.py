@@ -91,6 +91,7 @@ __all__ = [
     "capture",
     "choose",
     "isolate",
+    "launched_kernels",
     "make_plan",
     "plan_text",
     "profile_constants",
@@ -335,7 +336,7 @@ class Pricer:
         kernels = lower(iso.module, ISOLATED_FUNCTION, {}, iso.plan(point), fuse_launches=False)
         self.lowered += 1
         out = []
-        for k, count in _launched(kernels, site=iso.name):
+        for k, count in launched_kernels(kernels, site=iso.name):
             out.append((kernel_terms(k, self.desc, default_split(k, self.machine), self.rules), count))
         return out
 
@@ -418,7 +419,7 @@ class Pricer:
         VectorizeContractions(machine=layout_machine).apply(ctx, kernels)
         self.lowered += 1
         out: list[tuple[kernel.KernelOp, int, bool, KernelTerms | None]] = []
-        for k, count in _launched(kernels, host_only=True, site=iso.name):
+        for k, count in launched_kernels(kernels, host_only=True, site=iso.name):
             applies = k.sym_name.data in splits
             fixed = None if applies else kernel_terms(k, self.desc, default_split(k, self.machine), self.rules)
             out.append((k, count, applies, fixed))
@@ -506,7 +507,7 @@ class Pricer:
         return terms
 
 
-def _launched(kernels: ModuleOp, host_only: bool = False, site: str | None = None) -> list[tuple[kernel.KernelOp, int]]:
+def launched_kernels(kernels: ModuleOp, host_only: bool = False, site: str | None = None) -> list[tuple[kernel.KernelOp, int]]:
     """The kernels the host program launches, in the order of their first launch, with their launches.
 
     `host_only`: kernels launch nothing, so their bodies (an unrolled tile) need not be walked.

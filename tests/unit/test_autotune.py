@@ -11,6 +11,7 @@ file, so the tests hold on AVX2 and AVX-512 alike.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -302,3 +303,38 @@ def test_errors_are_diagnostics(tmp_path: Path, capsys: pytest.CaptureFixture[st
     code, _, err = run_cli(["rank", str(tmp_path / "missing.jsonl")], capsys)
     assert code == 1 and "E0001" in err
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_nest_is_timed_without_the_launch_of_the_mask_it_computes() -> None:
+    """The isolated causal softmax launches `causal_mask` too (the program computes the mask); only the
+    softmax's own launches are timed, as only they are priced. The mask's launch is slowed by 50 ms
+    here, so the figure shows which launches it counts."""
+    from test_plan_static import softmax_nest
+
+    from presk.interp.inputs import make_inputs
+    from presk.ir.calls import find_entry
+    from presk.jit.executor import flatten_inputs
+    from presk.jit.native import NativeRunner
+    from presk.tuning.plan import launched_kernels
+
+    ((masked, _),) = softmax_nest("scaled").shapes
+    kernels = at.lower_point(masked, {"passes": 3})
+    own = {k.sym_name.data for k, _ in launched_kernels(kernels, site=masked.name)}
+    assert len(launched_kernels(kernels)) == len(own) + 1
+    leaves = flatten_inputs(make_inputs(find_entry(masked.module, at.ISOLATED_FUNCTION), {}, 0))
+    with NativeRunner() as native:
+
+        def runner(kernel: Any) -> Any:
+            call = native(kernel)
+            if kernel.sym_name.data in own:
+                return call
+
+            def slowed(arrays: Any) -> None:
+                time.sleep(0.05)
+                call(arrays)
+
+            return slowed
+
+        alone = at.measure(kernels, leaves, runner, min_calls=3, min_seconds=0, site=masked.name)
+        everything = at.measure(kernels, leaves, runner, min_calls=3, min_seconds=0)
+    assert alone.median_s < 0.05 <= everything.median_s
