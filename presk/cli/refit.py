@@ -104,7 +104,7 @@ def report(profile: Profile) -> str:
         f"  λ = {_constant(layout, 'lambda', 's')}, spawn = {_constant(layout, 'spawn', 's')}",
         "  " + ", ".join(f"{label} = {_constant(layout, name, 'B/s')}" for label, name in
                          (("β_L2", "beta_l2"), ("β_L3", "beta_l3"), ("β_L2 scattered", "beta_l2_scattered"),
-                          ("β_L3 scattered", "beta_l3_scattered"),
+                          ("β_L3 scattered", "beta_l3_scattered"), ("β_L2 written", "beta_l2_written"),
                           ("β_mem", "beta_mem"))),  # fmt: skip
     ]
     if "rho" in layout.values:

@@ -4,14 +4,16 @@
   width (`roofline_key`), one β and one λ. It is the baseline the layout
   model must beat, and what a profile without layout constants predicts.
 * The **layout model**: T̂ = λ + spawn·[p>1] + C(W/π_g, (N_ld+S)/ρ_g,
-  Q_L2/β_L2, p·Q_L3/β_L3, p·Q_mem/β_mem, Q_L2s/β_L2s, p·Q_L3s/β_L3s), g =
-  `group_key(terms)`, W with its latency stall (`KernelTerms.stall`)
-  added, and the L2 and L3 lines in runs a page apart (`q_l2_scattered`,
-  `q_l3_scattered`) priced again at rates of their own (a profile
-  without β_L2s or β_L3s: 0). Its
+  Q_L2/β_L2, p·Q_L3/β_L3, p·Q_mem/β_mem, Q_L2s/β_L2s, p·Q_L3s/β_L3s,
+  Q_L2w/β_L2w), g = `group_key(terms)`, W with its latency stall
+  (`KernelTerms.stall`) added, and the L2 and L3 lines in runs a page
+  apart (`q_l2_scattered`, `q_l3_scattered`) and the L2 bytes of written
+  buffers (`q_l2_written`) priced again at rates of their own (a profile
+  without β_L2s, β_L3s or β_L2w: 0). Its
   `Form` says how loads are priced (ρ per group, one ρ, or none: then the
   spill joins the work, (W+S)/π_g) and how the terms combine (`max`; `sum`
-  = max(work, loads) + max(l2, l3, mem, l2_scattered, l3_scattered); `pnorm` =
+  = max(work, loads) + max(l2, l3, mem, l2_scattered, l3_scattered,
+  l2_written); `pnorm` =
   (Σ tᵢ^q)^(1/q)). The L3 and memory terms are bytes of shared levels that
   every worker draws at once, hence p·Q; the L2 is private.
 
@@ -124,6 +126,7 @@ class TermArrays:
     spill: np.ndarray
     q_l2_scattered: np.ndarray
     q_l3_scattered: np.ndarray
+    q_l2_written: np.ndarray
     q_l2: np.ndarray
     q_l3: np.ndarray
     q_mem: np.ndarray
@@ -145,6 +148,7 @@ class TermArrays:
             column("spill"),
             column("q_l2_scattered"),
             column("q_l3_scattered"),
+            column("q_l2_written"),
             column("q_l2"),
             column("q_l3"),
             column("q_mem"),
@@ -183,6 +187,7 @@ def layout_terms(form: Form, arrays: TermArrays) -> list[TermSpec]:
         TermSpec("mem", arrays.workers * arrays.q_mem, ("beta_mem",) * n),
         TermSpec("l2_scattered", arrays.q_l2_scattered, ("beta_l2_scattered",) * n),
         TermSpec("l3_scattered", arrays.workers * arrays.q_l3_scattered, ("beta_l3_scattered",) * n),
+        TermSpec("l2_written", arrays.q_l2_written, ("beta_l2_written",) * n),
     ]
 
 
@@ -224,7 +229,11 @@ def combine(how: str, groups: list[list[int]], q: float, times: np.ndarray) -> n
         else:
             top = part.max(axis=0)
             safe = np.where(top > 0, top, 1.0)
-            value = top * np.power(np.power(part / safe, q).sum(axis=0), 1.0 / q)
+            powers = np.power(part / safe, q)
+            summed = powers[0].copy()
+            for row in powers[1:]:  # in term order: numpy's own sum pairs eight terms of one sample otherwise
+                summed += row
+            value = top * np.power(summed, 1.0 / q)
         total = value if total is None else total + value
     assert total is not None
     return total

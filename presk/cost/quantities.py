@@ -810,6 +810,16 @@ class _Scattered(_Footprints):
         return known
 
 
+class _Written(_Footprints):
+    """Of each footprint, the bytes of the buffers the kernel writes (`footprint`'s own counts)."""
+
+    def __init__(self, footprint: _Footprints, written: frozenset[int]) -> None:
+        self.footprint, self.written = footprint, written
+
+    def one(self, loop: _Loop, scope: int, buffer: int) -> int:
+        return self.footprint.one(loop, scope, buffer) if buffer in self.written else 0
+
+
 @dataclass(frozen=True)
 class _Level:
     """What one worker may keep in a cache level: bytes, and its sets under the rule `sets` (None: no limit)."""
@@ -973,6 +983,7 @@ def kernel_terms_by_rules(
     buffers = sorted(walk.root.inside)
     footprints: dict[tuple[int | None, bool], _Footprints] = {(None, False): plain}
     scattered = _Scattered(walk, shapes, sizes, desc.line)
+    written = frozenset(walk.written)
 
     def terms(rules: frozenset[str]) -> KernelTerms:
         work = base_work + (loop_runs if "overhead" in rules else 0)
@@ -987,11 +998,13 @@ def kernel_terms_by_rules(
         q_l2, q_l3, q_mem = (_traffic(walk.root, footprint, level, groups, carry) for level in levels)
         q_l2_scattered, q_l3_scattered = (_traffic(walk.root, footprint, level, groups, carry, scattered)
                                           for level in levels[:2])
+        q_l2_written = _traffic(walk.root, footprint, levels[0], groups, carry, _Written(footprint, written))
         return KernelTerms(
             work=float(work), bytes=float(nbytes), loads=float(loads), spill=float(spill),
             q_l2=float(q_l2), q_l3=float(q_l3), q_mem=float(q_mem),
             workers=walk.workers, lanes=walk.lanes, dtype=dtype, stall=float(stall),
             q_l2_scattered=float(q_l2_scattered), q_l3_scattered=float(q_l3_scattered),
+            q_l2_written=float(q_l2_written),
         )  # fmt: skip
 
     return [terms(rules) for rules in rule_sets]

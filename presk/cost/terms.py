@@ -30,7 +30,12 @@ The quantities are those the seed's layout cost model names:
   column block of an operand read in place, its rows 4 KiB or more apart),
   each run on a page of its own where no prefetcher follows it, so that it
   comes at its level's latency. A run costs its whole cache lines: it is
-  counted in lines, as bytes.
+  counted in lines, as bytes;
+* `q_l2_written`, beyond the seed: of `q_l2`, the bytes of the buffers the
+  kernel writes. Such a line comes back to L1 to be read and written again
+  (a register tile's sums between two k-blocks, when the output does not
+  stay in L1) and leaves it dirty: a write-back for every line brought, and
+  the tile's first FMAs wait for its load.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ RULES: tuple[str, ...] = ("lines", "shared", "overhead", "sets")
 """
 
 
-OPTIONAL_TERMS: tuple[str, ...] = ("stall", "q_l2_scattered", "q_l3_scattered")
+OPTIONAL_TERMS: tuple[str, ...] = ("stall", "q_l2_scattered", "q_l3_scattered", "q_l2_written")
 """Terms counted after samples were first written: written only when non-zero, read as 0 when absent."""
 
 
@@ -82,6 +87,9 @@ class KernelTerms:
     written before it was counted."""
     q_l2_scattered: float = 0.0
     """The same of `q_l2`; 0 in samples written before it was counted."""
+    q_l2_written: float = 0.0
+    """Of `q_l2`, the bytes of the buffers the kernel writes (see the module docstring); 0 in samples
+    written before it was counted."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -816,6 +816,38 @@ def test_runs_a_page_apart_are_counted_apart_in_whole_lines() -> None:
     assert kernel_terms(column, desc()).q_l3_scattered == 0
 
 
+ACCUMULATE_BY_BLOCKS = """
+psk_kernel.kernel @blocks(%x: memref<8x64xf64>, %o: memref<64xf64>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  scf.for %b = %c0 to %c8 step %c1 {
+    scf.for %j = %c0 to %c64 step %c1 {
+      %v = memref.load %o[%j] : memref<64xf64>
+      %a = memref.load %x[%b, %j] : memref<8x64xf64>
+      %s = arith.addf %v, %a : f64
+      memref.store %s, %o[%j] : memref<64xf64>
+    } {psk_kernel.parallel}
+  }
+}
+"""
+"""o[j] += x[b, j] for each of 8 blocks b: the output row read and written again at every block, as a
+register tile's sums are between two k-blocks."""
+
+
+def test_the_written_buffers_part_of_l2_is_counted_apart() -> None:
+    """q_l2_written: of q_l2, the bytes of the buffers the kernel writes."""
+    blocks = kernel(ACCUMULATE_BY_BLOCKS)
+    # An L1 of 256 bytes holds neither o (512 bytes) nor a row of x: o comes back at each of the 8 blocks,
+    # 8 · 512 bytes, and x once, 4 096.
+    small = kernel_terms(blocks, desc(l1=256))
+    assert (small.q_l2, small.q_l2_written) == (8 * 512 + 4096, 8 * 512)
+    # An L1 of 1 KiB holds o: it comes once, and x a row a block.
+    held = kernel_terms(blocks, desc(l1=1024))
+    assert (held.q_l2, held.q_l2_written) == (512 + 4096, 512)
+
+
 def test_machine_description_keeps_the_ways() -> None:
     assert MachineDesc.from_json(XEON.to_json()) == XEON
     # A profile written before the ways were known: its caches read back with 0 (not known).
