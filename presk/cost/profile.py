@@ -355,7 +355,8 @@ def _constants_to_json(constants: Constants | None) -> dict[str, Any] | None:
 
 def _constant_order(name: str) -> tuple[int, str]:
     order = (
-        "lambda", "spawn", "beta", "beta_l2", "beta_l3", "beta_l2_scattered", "beta_l3_scattered", "beta_l2_written", "beta_mem", "rho"
+        "lambda", "spawn", "beta", "beta_l2", "beta_l3", "beta_l2_scattered", "beta_l3_scattered", "beta_l2_written",
+        "beta_mem", "rho",
     )  # fmt: skip
     return (order.index(name), "") if name in order else (len(order), name)
 

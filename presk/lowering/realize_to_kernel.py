@@ -419,7 +419,7 @@ class HostLowering:
             self.emit_product(kb, op, args, out, arith_type)  # type: ignore[arg-type]
         elif isinstance(op, core.SoftmaxOp):
             x, mask = args[0], args[1] if len(args) > 1 else None
-            causal = _causal_axes(op.operands[1]) if mask is not None else None
+            causal = causal_axes(op.operands[1]) if mask is not None else None
             if causal is not None:
                 mask = None
             kb.add(StructuredSoftmaxOp(
@@ -583,7 +583,7 @@ class LowerToKernel(ModulePass):
         op.attributes.pop("psk_realize.default", None)
 
 
-def _causal_axes(mask: SSAValue) -> tuple[str, str] | None:
+def causal_axes(mask: SSAValue) -> tuple[str, str] | None:
     """The two axes of a softmax's mask when `causal_mask`'s launch computes it (which the softmax then
     computes from its loop counters instead of reading: `presk.lowering.softmax.CausalMask`), else None."""
     site = mask.owner

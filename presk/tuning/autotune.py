@@ -134,7 +134,8 @@ class Measurement:
 
 
 def measure(kernels: ModuleOp, leaves: Sequence[Any], runner: Any, min_calls: int = MIN_CALLS,
-            min_seconds: float = MIN_SECONDS, max_calls: int = MAX_CALLS, site: str | None = None) -> Measurement:  # fmt: skip
+            min_seconds: float = MIN_SECONDS, max_calls: int = MAX_CALLS,
+            site: str | None = None) -> Measurement:  # fmt: skip
     """The outputs of a first, untimed call, then the kernels' time per call (see the module docstring).
 
     `site`: only that nest's kernels are timed (its packs too), not the launch of a value the isolated

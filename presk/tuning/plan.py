@@ -65,7 +65,7 @@ from presk.dialects.psk_realize import LayoutAttr, NestOp
 from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.lowering.contraction import LANES, lanes_attribute
-from presk.lowering.realize_to_kernel import LowerToKernel
+from presk.lowering.realize_to_kernel import LowerToKernel, causal_axes
 from presk.passes.epilogue import FoldEpilogues
 from presk.passes.kernel_layout import resolved
 from presk.passes.pack import PackOperands
@@ -153,13 +153,6 @@ def _axes(t: Any) -> str:
     return text[start + 1 : end] if start >= 0 and end > start else text
 
 
-def _computed_mask(value: SSAValue) -> bool:
-    """Whether `value` is `causal_mask`'s, which a softmax computes from its loop counters instead of
-    reading (`presk.lowering.realize_to_kernel._causal_axes`)."""
-    site = value.owner
-    return isinstance(site, NestOp) and isinstance(site.primitive, core.CausalMaskOp)
-
-
 def isolate(nest: NestOp, operand_storage: str | None = None) -> Isolated:
     """The module `func.func @nest(operands) { primitive }` of `nest` (its sizes bound), realized alone.
 
@@ -172,7 +165,7 @@ def isolate(nest: NestOp, operand_storage: str | None = None) -> Isolated:
     (`Pricer.terms`).
     """
     primitive = nest.primitive
-    inputs = [v for v in primitive.operands if not _computed_mask(v)]
+    inputs = [v for v in primitive.operands if causal_axes(v) is None]
     block = Block(arg_types=[v.type for v in inputs])
     mapping: dict[SSAValue, SSAValue] = {}
     for value, arg in zip(inputs, block.args):
@@ -507,7 +500,9 @@ class Pricer:
         return terms
 
 
-def launched_kernels(kernels: ModuleOp, host_only: bool = False, site: str | None = None) -> list[tuple[kernel.KernelOp, int]]:
+def launched_kernels(
+    kernels: ModuleOp, host_only: bool = False, site: str | None = None
+) -> list[tuple[kernel.KernelOp, int]]:
     """The kernels the host program launches, in the order of their first launch, with their launches.
 
     `host_only`: kernels launch nothing, so their bodies (an unrolled tile) need not be walked.
