@@ -810,14 +810,15 @@ class _Scattered(_Footprints):
         return known
 
 
-class _Written(_Footprints):
+@dataclass(frozen=True)
+class _Written:
     """Of each footprint, the bytes of the buffers the kernel writes (`footprint`'s own counts)."""
 
-    def __init__(self, footprint: _Footprints, written: frozenset[int]) -> None:
-        self.footprint, self.written = footprint, written
+    footprint: _Footprints
+    written: frozenset[int]
 
-    def one(self, loop: _Loop, scope: int, buffer: int) -> int:
-        return self.footprint.one(loop, scope, buffer) if buffer in self.written else 0
+    def __call__(self, loop: _Loop, scope: int, buffers: Iterable[int]) -> int:
+        return sum(self.footprint.one(loop, scope, b) for b in buffers if b in self.written)
 
 
 @dataclass(frozen=True)
@@ -831,7 +832,7 @@ class _Level:
 
 def _traffic(
     root: _Loop, footprint: _Footprints, level: _Level, groups: list[list[int]], carry: bool,
-    measure: _Footprints | None = None,
+    measure: Callable[[_Loop, int, list[int]], int] | None = None,
 ) -> int:
     """Bytes brought into a cache level, each group of buffers walking the loops together.
 
