@@ -22,6 +22,7 @@ members; a layout states only decisions of its nest's kind (E7002).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import replace
 from collections.abc import Mapping, Sequence
@@ -184,18 +185,25 @@ class LayoutAttr(ParametrizedAttribute):
         # attribute does not know, and one checked here would fire while the
         # text is parsed, before any nest exists.
         for part in (self.stated_json, self.defaults_json):
-            try:
-                value = json.loads(part.data)
-            except json.JSONDecodeError:
-                value = None
-            if not isinstance(value, dict):
+            if not _is_json_object(part.data):
                 raise VerifyException(f"a layout's decisions are a JSON object, not {part.data!r}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_json_object(text: str) -> bool:
+    """Memoized: a plan's search builds the same few layouts thousands of times, each verified."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+_DECISION_ORDER = {name: i for i, name in enumerate(DECISIONS)}
 
 
 def _canonical(decisions: Mapping[str, Any]) -> str:
     """JSON of the decisions in the seed's order (unknown names last, for the verifier to name)."""
-    order = {name: i for i, name in enumerate(DECISIONS)}
-    items = sorted(decisions.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))
+    items = sorted(decisions.items(), key=lambda kv: (_DECISION_ORDER.get(kv[0], len(_DECISION_ORDER)), kv[0]))
     return json.dumps(dict(items), separators=(",", ":"))
 
 

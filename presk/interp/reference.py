@@ -1,7 +1,7 @@
 """The reference interpreter of PSK-Core: the oracle of every backend and rewrite.
 
 Built on xDSL's interpreter framework: one `@impl` per primitive, with
-`func` calls and returns from `xdsl.interpreters.func`. It computes in numpy
+`func` calls and returns from `presk.interp.func_calls`. It computes in numpy
 f64, or in mpmath at any precision (`bits`), with one implementation: the
 arrays hold floats or `mpf`s. Sizes come from an environment that binds
 every constant and dimension variable (`presk.sizes.resolve`).
@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
-from xdsl.interpreters.func import FuncFunctions
 from xdsl.ir import Attribute
 
 from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
 from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, Size, TensorType, TupleType
+from presk.interp.func_calls import FuncCalls
 from presk.interp.numerics import F64, Numerics, mp_numerics
 from presk.interp.realized import PSKRealizeFunctions, argument_storage, to_storage
 from presk.interp.values import align, tree_map
@@ -351,7 +351,7 @@ def run_entry(
         if storage is not None:
             args = [to_storage(a, storage) for a in args]
         interpreter = Interpreter(module)
-        interpreter.register_implementations(FuncFunctions())
+        interpreter.register_implementations(FuncCalls())
         interpreter.register_implementations(PSKCoreFunctions(numerics, env))
         interpreter.register_implementations(PSKRealizeFunctions())
         return list(interpreter.call_op(entry, tuple(args)))

@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter
-from xdsl.interpreters.func import FuncFunctions
+from presk.interp.func_calls import FuncCalls
 from xdsl.ir import Block, Region
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -100,7 +100,7 @@ def run_mp(module: ModuleOp, entry: str, args: list[Any], env: dict[str, int]) -
     numerics = mp_numerics(BITS)
     with numerics.context:
         interpreter = Interpreter(module)
-        interpreter.register_implementations(FuncFunctions())
+        interpreter.register_implementations(FuncCalls())
         interpreter.register_implementations(PSKCoreFunctions(numerics, env))
         return list(interpreter.call_op(entry, tuple(args)))
 
