@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from presk.cli import autotune, bench, dump, launches, plan, rank, refit, run, train
+from presk.cli.collector import collect_less_often
 from presk.cli.guard import run_guarded
 from presk.cli.march import add_march_argument, apply_march
 from presk.cli.plugins import report_plugin_failures
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    collect_less_often()
     report_plugin_failures()
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -25,6 +25,7 @@ from xdsl.transforms import get_all_passes
 from xdsl.xdsl_opt_main import VersionAction, xDSLOptMain
 
 from presk.cli.expected import check_diagnostics, collect_expectations
+from presk.cli.collector import collect_less_often
 from presk.cli.guard import EXIT_ERROR, run_guarded
 from presk.cli.march import add_march_argument, apply_march
 from presk.cli.pipeline import build_pipeline, pipeline_spec, run_pass, verify_after
@@ -218,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `presk-opt` console script."""
 
     def body() -> int:
+        collect_less_often()
         report_plugin_failures()
         return PreskOptMain(args=argv).run()
 

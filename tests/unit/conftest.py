@@ -14,6 +14,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute
 
 from presk import pipeline
+from presk.cli.collector import collect_less_often
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.plans import Plan
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    collect_less_often()  # the commands' thresholds: the tests lower and drop IR as they do
     config.addinivalue_line(
         "markers",
         "target: the outcome depends on the target's register widths (lanes, vector code): `make test` runs "

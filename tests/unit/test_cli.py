@@ -152,17 +152,20 @@ def test_presk_starts_without_the_libraries_only_some_commands_use() -> None:
 
 def test_the_reference_interpreter_and_presk_opt_load_only_what_they_use() -> None:
     """The reference interpreter takes `func` from presk, not from the package of xDSL's interpreters (which
-    imports every one of them: 0.25 s); `presk-opt` on PSK-Core does not load LLVM (0.05-0.08 s)."""
+    imports every one of them: 0.25 s); `presk-opt` on PSK-Core does not load LLVM (0.05-0.08 s). Both set the
+    garbage collector's thresholds of presk's processes (`presk.cli.collector`)."""
     probe = (
         "import sys, io, contextlib\n"
         "from presk.cli.opt import main as opt\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    code = opt(['corpus/attention.mlir', '-p', 'psk-autodiff'])\n"
-        "print(code, 'llvmlite.binding' in sys.modules)\n"
+        "import gc\n"
+        "print(code, 'llvmlite.binding' in sys.modules, gc.get_threshold() == (100_000, 20, 20))\n"
+        "gc.set_threshold(700, 10, 10)\n"
         "from presk.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    code = main(['run', 'corpus/mlp.mlir', '--entry', 'MLP.apply', '--const', 'D_IN=3', '--const', 'D_HID=4', '--const', 'D_OUT=2', '--dim', 'B=2'])\n"
-        "print(code, 'xdsl.interpreters' in sys.modules)\n"
+        "print(code, 'xdsl.interpreters' in sys.modules, gc.get_threshold() == (100_000, 20, 20))\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True, cwd=ROOT)
-    assert result.stdout.split() == ["0", "False", "0", "False"], result.stderr
+    assert result.stdout.split() == ["0", "False", "True", "0", "False", "True"], result.stderr
