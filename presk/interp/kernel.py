@@ -867,11 +867,14 @@ def _run_batch(interp: Interpreter, ops: tuple[Operation, ...]) -> None:
     comes out broadcast along an axis it does not vary on.
     """
     operands = [interp.get_values(op.operands) for op in ops]
-    shapes = {np.broadcast_shapes(*(np.shape(v) for v in values)) for values in operands}
-    if len(shapes) != 1:
-        _run_ops(interp, ops)
-        return
-    (shape,) = shapes
+    shape = getattr(operands[0][0], "shape", ())
+    if not all(getattr(v, "shape", ()) == shape for values in operands for v in values):
+        # Not every operand of one shape (seldom): the members' broadcast shapes, which must agree.
+        shapes = {np.broadcast_shapes(*(np.shape(v) for v in values)) for values in operands}
+        if len(shapes) != 1:
+            _run_ops(interp, ops)
+            return
+        (shape,) = shapes
     stacked = []
     for k in range(len(operands[0])):
         column = np.empty((len(ops), *shape), dtype=operands[0][k].dtype)
