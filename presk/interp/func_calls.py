@@ -2,8 +2,9 @@
 
 xDSL has these three in `xdsl.interpreters.func`, but importing any module of
 that package runs its `__init__`, which imports every interpreter xDSL ships
-(RISC-V, Snitch, linalg, PDL, ...): a quarter of a second at every start of
-`presk`, for three one-line implementations. These are the same three.
+(RISC-V, Snitch, linalg, PDL, ...): a quarter of a second in every `presk`
+process that runs the reference interpreter, for three one-line
+implementations. These are the same three.
 """
 
 from __future__ import annotations

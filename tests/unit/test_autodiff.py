@@ -38,7 +38,6 @@ from hypothesis import strategies as st
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter
-from presk.interp.func_calls import FuncCalls
 from xdsl.ir import Block, Region
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -48,6 +47,7 @@ from conftest import ROOT
 from presk import sizes
 from presk.dialects.psk_core_autodiff import GradOp
 from presk.dialects.psk_core_types import IndexTensorType
+from presk.interp.func_calls import FuncCalls
 from presk.interp.inputs import make_inputs
 from presk.interp.numerics import mp_numerics
 from presk.interp.reference import PSKCoreFunctions, convert, run_entry
