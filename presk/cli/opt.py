@@ -24,8 +24,8 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms import get_all_passes
 from xdsl.xdsl_opt_main import VersionAction, xDSLOptMain
 
-from presk.cli.expected import check_diagnostics, collect_expectations
 from presk.cli.collector import collect_less_often
+from presk.cli.expected import check_diagnostics, collect_expectations
 from presk.cli.guard import EXIT_ERROR, run_guarded
 from presk.cli.march import add_march_argument, apply_march
 from presk.cli.pipeline import build_pipeline, pipeline_spec, run_pass, verify_after
