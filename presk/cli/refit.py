@@ -109,6 +109,10 @@ def report(profile: Profile) -> str:
     ]
     if "rho" in layout.values:
         lines.append(f"  ρ = {_constant(layout, 'rho', 'access/s')}")
+    taus = sorted(n for n in layout.values if n.startswith("tau_"))
+    if taus:
+        lines.append("  τ (transcendentals, one a register) = "
+                     + ", ".join(f"{n[4:]} {_constant(layout, n, '/s')}" for n in taus))
     sizes = Counter(group_key(s.terms[rules_key(profile.rules)]) for s in profile.samples)
     per_group = form.load_term == "group"
     lines.append("  | group | samples | π (op/s) |" + (" ρ (access/s) |" if per_group else ""))

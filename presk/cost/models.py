@@ -5,14 +5,17 @@
   model must beat, and what a profile without layout constants predicts.
 * The **layout model**: T̂ = λ + spawn·[p>1] + C(W/π_g, (N_ld+S)/ρ_g,
   Q_L2/β_L2, p·Q_L3/β_L3, p·Q_mem/β_mem, Q_L2s/β_L2s, p·Q_L3s/β_L3s,
-  Q_L2w/β_L2w), g = `group_key(terms)`, W with its latency stall
+  Q_L2w/β_L2w, N_tr/τ_d), g = `group_key(terms)`, d its machine type, W
+  with its latency stall
   (`KernelTerms.stall`) added, and the L2 and L3 lines in runs a page
   apart (`q_l2_scattered`, `q_l3_scattered`) and the L2 bytes of written
   buffers (`q_l2_written`) priced again at rates of their own (a profile
-  without β_L2s, β_L3s or β_L2w: 0). Its
+  without β_L2s, β_L3s or β_L2w: 0), and the transcendental functions
+  evaluated (`transcendental`) priced at a rate per machine type, τ_d
+  (`tau_f32`; a profile without it: 0). Its
   `Form` says how loads are priced (ρ per group, one ρ, or none: then the
   spill joins the work, (W+S)/π_g) and how the terms combine (`max`; `sum`
-  = max(work, loads) + max(l2, l3, mem, l2_scattered, l3_scattered,
+  = max(work, loads, transcendental) + max(l2, l3, mem, l2_scattered, l3_scattered,
   l2_written); `pnorm` =
   (Σ tᵢ^q)^(1/q)). The L3 and memory terms are bytes of shared levels that
   every worker draws at once, hence p·Q; the L2 is private.
@@ -127,6 +130,7 @@ class TermArrays:
     q_l2_scattered: np.ndarray
     q_l3_scattered: np.ndarray
     q_l2_written: np.ndarray
+    transcendental: np.ndarray
     q_l2: np.ndarray
     q_l3: np.ndarray
     q_mem: np.ndarray
@@ -134,6 +138,7 @@ class TermArrays:
     groups: tuple[str, ...]
     keys: tuple[str, ...]
     """The roofline key of each sample."""
+    dtypes: tuple[str, ...]
 
     @staticmethod
     def of(terms: Sequence[KernelTerms]) -> TermArrays:
@@ -149,12 +154,14 @@ class TermArrays:
             column("q_l2_scattered"),
             column("q_l3_scattered"),
             column("q_l2_written"),
+            column("transcendental"),
             column("q_l2"),
             column("q_l3"),
             column("q_mem"),
             column("workers"),
             tuple(group_key(t) for t in terms),
             tuple(roofline_key(t) for t in terms),
+            tuple(t.dtype for t in terms),
         )
 
     def __len__(self) -> int:
@@ -172,7 +179,8 @@ class TermSpec:
 
 
 def layout_terms(form: Form, arrays: TermArrays) -> list[TermSpec]:
-    """The layout model's terms in order work, [loads,] l2, l3, mem."""
+    """The layout model's terms in order work, [loads,] l2, l3, mem, l2_scattered, l3_scattered, l2_written,
+    transcendental."""
     n = len(arrays)
     by_group = tuple(f"pi[{g}]" for g in arrays.groups)
     work = arrays.work + arrays.stall
@@ -188,6 +196,8 @@ def layout_terms(form: Form, arrays: TermArrays) -> list[TermSpec]:
         TermSpec("l2_scattered", arrays.q_l2_scattered, ("beta_l2_scattered",) * n),
         TermSpec("l3_scattered", arrays.workers * arrays.q_l3_scattered, ("beta_l3_scattered",) * n),
         TermSpec("l2_written", arrays.q_l2_written, ("beta_l2_written",) * n),
+        # Without brackets: a type no sample evaluated a transcendental in prices them at 0, not E8001.
+        TermSpec("transcendental", arrays.transcendental, tuple(f"tau_{d}" for d in arrays.dtypes)),
     ]
 
 
@@ -205,13 +215,13 @@ def model_terms(constants_kind: str, form: Form, arrays: TermArrays) -> list[Ter
 def combine_groups(kind: str, form: Form, names: Sequence[str]) -> tuple[str, list[list[int]]]:
     """How the terms combine: (`max` or `pnorm`, index groups); C sums the groups' max or p-norm.
 
-    `sum` is max(work, loads) + the max of the traffic terms; the roofline and `max` are one group.
+    `sum` is max(work, loads, transcendental) + the max of the traffic terms; the roofline and `max` are one group.
     """
     if kind == ROOFLINE or form.combine == "max":
         return "max", [list(range(len(names)))]
     if form.combine == "pnorm":
         return "pnorm", [list(range(len(names)))]
-    compute = [i for i, name in enumerate(names) if name in ("work", "loads")]
+    compute = [i for i, name in enumerate(names) if name in ("work", "loads", "transcendental")]
     return "max", [compute, [i for i in range(len(names)) if i not in compute]]
 
 

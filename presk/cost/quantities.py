@@ -39,6 +39,9 @@ The choices the specification leaves open, as made here:
   `extract`, `insert`, `shuffle`, any `vector` op but `fma` and
   `reduction`) weigh 0. A `vector.reduction` weighs its operand's lanes.
   Under the rule `overhead`, each executed iteration of each loop adds 1.
+* **Transcendentals.** The same transcendental `math` ops again, counted
+  as loads are: once per execution per register they fill, once per vector
+  in a loop the backend vectorises.
 * **Bytes (Q).** Every buffer the kernel loads from or stores to, once
   (a buffer both read and written counts once), whole: elements × element
   size. For a worker's share, each buffer is scaled by the fraction of its
@@ -267,6 +270,8 @@ class _Loop:
     accesses: list[Access] = field(default_factory=list)
     work: int = 0
     loads: int = 0
+    transcendental: int = 0
+    """Transcendental functions evaluated directly in its body, once per register."""
     vector_lanes: int = 1
     """The lanes the backend runs this (innermost, scalar-written) loop at (`backend_lanes`); 1: as written."""
     chains: int = 0
@@ -358,7 +363,10 @@ class _Walk:
             elif name in _STORES:
                 self._access(op, loop, op.operands[1], op.operands[2:], op.operands[0].type)
             else:
-                loop.work += _op_weight(op)
+                weight = _op_weight(op)
+                loop.work += weight
+                if weight and name in _TRANSCENDENTAL:
+                    loop.transcendental += self._registers(op.results[0].type)[1]
             for region in op.regions:
                 for inner in region.blocks:
                     self._block(inner, loop)
@@ -960,6 +968,7 @@ def kernel_terms_by_rules(
     base_work = sum(loop.work * runs[loop.id] for loop in walk.loops)
     loop_runs = sum(runs[loop.id] for loop in walk.loops if loop.op is not None)
     loads = sum(loop.loads * runs[loop.id] / loop.vector_lanes for loop in walk.loops)
+    transcendental = sum(loop.transcendental * runs[loop.id] / loop.vector_lanes for loop in walk.loops)
     spill = _spill(walk, runs, desc.vector_registers)
     stall = _stall(walk, runs, desc.fma_chains)
 
@@ -1005,7 +1014,7 @@ def kernel_terms_by_rules(
             q_l2=float(q_l2), q_l3=float(q_l3), q_mem=float(q_mem),
             workers=walk.workers, lanes=walk.lanes, dtype=dtype, stall=float(stall),
             q_l2_scattered=float(q_l2_scattered), q_l3_scattered=float(q_l3_scattered),
-            q_l2_written=float(q_l2_written),
+            q_l2_written=float(q_l2_written), transcendental=float(transcendental),
         )  # fmt: skip
 
     return [terms(rules) for rules in rule_sets]

@@ -35,7 +35,13 @@ The quantities are those the seed's layout cost model names:
   kernel writes. Such a line comes back to L1 to be read and written again
   (a register tile's sums between two k-blocks, when the output does not
   stay in L1) and leaves it dirty: a write-back for every line brought, and
-  the tile's first FMAs wait for its load.
+  the tile's first FMAs wait for its load;
+* `transcendental`, beyond the seed: the transcendental functions the
+  worker evaluates, once per register whatever its lanes (a loop the
+  backend vectorises counting once per vector, as loads do). presk lowers
+  each to a method of its own (a range reduction, a Horner polynomial of
+  dependent FMAs, a scaling), whose time W's weight of 8 a lane does not
+  say: the layout model prices them again at a rate fitted per machine type.
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ RULES: tuple[str, ...] = ("lines", "shared", "overhead", "sets")
 """
 
 
-OPTIONAL_TERMS: tuple[str, ...] = ("stall", "q_l2_scattered", "q_l3_scattered", "q_l2_written")
+OPTIONAL_TERMS: tuple[str, ...] = ("stall", "q_l2_scattered", "q_l3_scattered", "q_l2_written", "transcendental")
 """Terms counted after samples were first written: written only when non-zero, read as 0 when absent."""
 
 
@@ -89,6 +95,9 @@ class KernelTerms:
     """The same of `q_l2`; 0 in samples written before it was counted."""
     q_l2_written: float = 0.0
     """Of `q_l2`, the bytes of the buffers the kernel writes (see the module docstring); 0 in samples
+    written before it was counted."""
+    transcendental: float = 0.0
+    """The transcendental functions evaluated, in registers (see the module docstring); 0 in samples
     written before it was counted."""
 
     def to_json(self) -> dict[str, Any]:

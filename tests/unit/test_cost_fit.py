@@ -10,7 +10,7 @@ descent's last grid step is e^(5e-5) and coupled rates (a sample's work
 and memory terms share it) stop within a few steps of each other, so the
 error is ~1e-4 (measured: 1.7e-4 at worst); a wrong term (a mispriced
 quantity, a missing p) would be off by a factor, not by 1e-3. With 5 %
-multiplicative (log-normal) noise, each rate is bound by ~80 samples:
+multiplicative (log-normal) noise, each rate is bound by ~80 samples or more:
 standard error ≈ 0.05/√80 ≈ 0.6 %, and minimising the relative error
 biases T̂ by −1.5σ² ≈ −0.4 %; 3 % is five standard errors on top of the bias.
 """
@@ -55,14 +55,16 @@ def synthetic(
     for i, group in enumerate(groups):
         truth[f"pi[{group_name(group)}]"] = 1e9 * (1 + i)
         truth[f"rho[{group_name(group)}]"] = 2e9 * (1 + 0.5 * i)
+    for i, dtype in enumerate(sorted({group[0] for group in groups})):
+        truth[f"tau_{dtype}"] = 2e8 * (1 + i)
     samples = []
-    kinds = 5 if memory_bound else 4
+    kinds = (0, 1, 2, 3, 4, 5) if memory_bound else (0, 1, 2, 3, 5)
     for _ in range(n):
         dtype, lanes, p = groups[int(rng.integers(len(groups)))]
         g = group_name((dtype, lanes, p))
-        pi, rho = truth[f"pi[{g}]"], truth[f"rho[{g}]"]
+        pi, rho, tau = truth[f"pi[{g}]"], truth[f"rho[{g}]"], truth[f"tau_{dtype}"]
         seconds = 10 ** rng.uniform(-6, -2)  # the binding term's time
-        binding = int(rng.integers(kinds))
+        binding = kinds[int(rng.integers(len(kinds)))]
 
         def share(k: int, top: float = 0.6) -> float:
             return 1.0 if k == binding else float(rng.uniform(0.0, top))
@@ -72,17 +74,20 @@ def synthetic(
         l2 = seconds * truth["beta_l2"] * share(2)
         l3 = seconds * truth["beta_l3"] / p * share(3)
         mem = seconds * truth["beta_mem"] / p * (share(4) if memory_bound else float(rng.uniform(0.0, 0.3)))
-        terms = [work / pi, loads / rho, l2 / truth["beta_l2"], p * l3 / truth["beta_l3"], p * mem / truth["beta_mem"]]
+        transcendental = seconds * tau * share(5)
+        terms = [work / pi, loads / rho, l2 / truth["beta_l2"], p * l3 / truth["beta_l3"], p * mem / truth["beta_mem"],
+                 transcendental / tau]  # fmt: skip
         if combine == "max":
             c = max(terms)
         elif combine == "sum":
-            c = max(terms[:2]) + max(terms[2:])
+            c = max(terms[0], terms[1], terms[5]) + max(terms[2:5])
         else:
             c = sum(t**q for t in terms) ** (1 / q)
         t = truth["lambda"] + (truth["spawn"] if p > 1 else 0.0) + c
         if noise:
             t *= math.exp(rng.normal(0.0, noise))
-        samples.append((KernelTerms(work, 4 * work, loads, 0.0, l2, l3, mem, p, lanes, dtype), t))
+        samples.append((KernelTerms(work, 4 * work, loads, 0.0, l2, l3, mem, p, lanes, dtype,
+                                    transcendental=transcendental), t))  # fmt: skip
     return samples, truth
 
 
@@ -208,9 +213,9 @@ def test_u_is_the_median_absolute_relative_residual() -> None:
 def test_a_large_fit_is_fast() -> None:
     groups = [(d, lanes, p) for d in ("f64", "f32", "bf16") for lanes in (1, 4, 8) for p in (1, 2)]
     samples, truth = synthetic(3000, seed=8, noise=0.05, combine="pnorm", groups=groups)
-    assert len(truth) == 41
+    assert len(truth) == 44  # λ, spawn, three β, 18 groups' π and ρ, three types' τ
     start = time.process_time()
     result = fit_layout(samples, Form("group", "pnorm"))
     elapsed = time.process_time() - start
-    assert len(result.constants.values) == 44  # and β_L2, β_L3 scattered, β_L2 written, which no sample here binds
+    assert len(result.constants.values) == 47  # and β_L2, β_L3 scattered, β_L2 written, which no sample here binds
     assert elapsed < 20.0, f"the fit took {elapsed:.1f} s of CPU"  # measured: about 1 s

@@ -70,6 +70,18 @@ def test_l2_lines_a_page_apart_are_priced_at_their_own_rate_for_one_worker() -> 
         assert predict_many(layout(form), [scattered])[0] == predict_many(layout(form), [TERMS])[0]
 
 
+def test_transcendentals_are_priced_at_the_rate_of_their_machine_type() -> None:
+    # 12 transcendental registers at τ_f32 = 4: 3 binds the max; τ of another type prices nothing here.
+    exps = dataclasses.replace(TERMS, transcendental=12.0)
+    assert predict_many(layout(Form("group", "max"), tau_f32=4.0, tau_f64=0.001), [exps])[0] == 0.125 + 0.5 + 3.0
+    # Under `sum` it joins the in-core part: max(work 2, loads 1, 3) + max(l2 0.5, l3 1.5, mem 0.25).
+    assert predict_many(layout(Form("group", "sum"), tau_f32=4.0), [exps])[0] == 0.125 + 0.5 + 3.0 + 1.5
+    # A profile without τ_f32 (fitted before the term, or on no transcendental of f32): the term is 0.
+    for form in (Form("group", "max"), Form("group", "pnorm", 2.0)):
+        assert predict_many(layout(form, tau_f64=0.001), [exps])[0] == predict_many(layout(form), [TERMS])[0]
+    assert explain(layout(Form("group", "max"), tau_f32=4.0), exps).binding == "transcendental"
+
+
 def test_written_l2_bytes_are_priced_at_their_own_rate_for_one_worker() -> None:
     # Q_L2w = 1.5 at β_L2w = 0.5: 3 binds the max, not times p; a profile without β_L2w prices it at 0.
     written = dataclasses.replace(TERMS, q_l2_written=1.5)
@@ -154,7 +166,7 @@ def test_an_unidentified_rate_without_data_drops_its_term() -> None:
 def test_explain_names_the_binding_term() -> None:
     parts = explain(layout(Form("group", "sum")), TERMS)
     assert parts.terms == {"work": 2.0, "loads": 1.0, "l2": 0.5, "l3": 1.5, "mem": 0.25, "l2_scattered": 0.0,
-                           "l3_scattered": 0.0, "l2_written": 0.0}
+                           "l3_scattered": 0.0, "l2_written": 0.0, "transcendental": 0.0}
     assert (parts.lam, parts.spawn, parts.combined, parts.seconds) == (0.125, 0.5, 3.5, 4.125)
     assert parts.binding == "work"
     memory = KernelTerms(6.0, 40.0, 0.75, 0.25, 1.0, 3.0, 50.0, workers=2, lanes=8, dtype="f32")

@@ -219,7 +219,9 @@ def test_refit_profile_fits_the_form_and_the_figures() -> None:
     assert profile.u is not None and profile.u < 1e-3
     assert profile.fitted_samples == 300
     assert profile.spearman["counts"] == -1.0
-    assert profile.spearman["model"] == pytest.approx(1.0, abs=1e-9)
+    # The fit's 1e-4 may swap two samples timed closer than that: one adjacent swap of 300 costs
+    # 12 / (n (n² − 1)) = 4.4e-7 of ρ; a misranking model loses far more.
+    assert profile.spearman["model"] == pytest.approx(1.0, abs=1e-6)
     assert profile.comparison is None
     assert predict(profile, synthetic_samples[0][0]) == pytest.approx(synthetic_samples[0][1], rel=1e-3)
     # Without counts on every sample there is no such figure.

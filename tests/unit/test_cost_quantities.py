@@ -326,6 +326,45 @@ def test_work_weights() -> None:
     assert terms.work == 4 * 21
     assert terms.loads == 4 * 2
     assert (terms.lanes, terms.dtype) == (1, "f32")
+    # The transcendentals again, once an execution: exp and tanh per element, 4 elements.
+    assert terms.transcendental == 4 * 2
+
+
+VECTOR_EXP = """
+psk_kernel.kernel @exp(%a: memref<64xf32>, %o: memref<64xf32>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  scf.for %i = %c0 to %c64 step %c16 {
+    %x = vector.load %a[%i] : memref<64xf32>, vector<16xf32>
+    %e = math.exp %x : vector<16xf32>
+    vector.store %e, %o[%i] : memref<64xf32>, vector<16xf32>
+  }
+  scf.for %j = %c0 to %c64 step %c4 {
+    %y = memref.load %a[%j] : memref<64xf32>
+    %l = math.log %y : f32
+    memref.store %l, %o[%j] : memref<64xf32>
+  } {psk_kernel.parallel}
+}
+"""
+
+
+@pytest.mark.parametrize("bits", [0, 256, 512])
+def test_transcendentals_count_once_a_register(bits: int) -> None:
+    terms = kernel_terms(kernel(VECTOR_EXP), with_vectors(desc(), bits))
+    # The written exp of 16 f32 lanes, 4 iterations: one register each on 512 bits (or when the register is
+    # not known), two of 8 lanes on 256. The log's loop (step 4, 16 iterations) moves 4 elements a step: not
+    # contiguous, so the backend runs it in scalars, 16 logs.
+    assert terms.transcendental == 4 * (2 if bits == 256 else 1) + 16
+    # W still weighs each lane 8: 64 exp lanes and 16 logs.
+    assert terms.work == 8 * (64 + 16)
+    vectorised = kernel(VECTOR_EXP.replace("step %c4", "step %c1"))
+    # With step 1 the log's loop is contiguous and parallel: the backend runs it in vectors of 256 or 512
+    # bits (8 or 16 f32 lanes), one log a vector; with no register known, 64 scalar logs.
+    lanes = bits // 32 if bits else 1
+    assert kernel_terms(vectorised, with_vectors(desc(), bits)).transcendental == 4 * (2 if bits == 256 else 1) + 64 / lanes
 
 
 VECTOR_OPS = """
