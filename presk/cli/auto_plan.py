@@ -4,7 +4,9 @@ The profile is `--profile P.json`, else `$PRESK_PROFILE`, else the host's
 own, cached beside the kernel cache (`profiles/` under `$PRESK_CACHE_DIR`,
 else `~/.cache/presk/profiles/`, one file per machine key). A host without
 one gets it calibrated on first use: the small calibration space, about a
-minute on two cores, with its progress bar; the command says so. The plan
+minute on two cores, with its progress bar; the command says so. It is
+fitted in whichever of the nine forms fits its samples best (least u), as
+is a profile relowered after presk changed. The plan
 is then `presk plan`'s (`presk.tuning.plan.make_plan`): a layout per
 contraction and softmax nest of the entry, priced by the layout model,
 nothing compiled or timed; `--save-plan PLAN.json` keeps it.
@@ -82,7 +84,7 @@ def calibrate_first_use(path: Path, machine: Machine, err: TextIO) -> None:
             run_space(points, done, runner, profile.machine_desc, lambda s: append_samples(path, s), progress)
         finally:
             progress.close()
-    save_profile(refit_profile(load_profile(path)), path)
+    save_profile(refit_profile(load_profile(path), best_form=True), path)
 
 
 def resolve_profile(explicit: str | None, machine: Machine, err: TextIO) -> str:
@@ -120,7 +122,7 @@ def relower_if_stale(path: Path, profile: Profile, host: MachineDesc, err: TextI
     err.write(f"presk: {stale} samples of {path} were priced by another version of presk: "
               f"pricing them again{described} (nothing is timed) and refitting\n")  # fmt: skip
     fresh, _ = relowered(replace(profile, machine_desc=host), err)
-    save_profile(refit_profile(fresh), path)
+    save_profile(refit_profile(fresh, best_form=True), path)
 
 
 def auto_plan(

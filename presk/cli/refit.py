@@ -38,6 +38,9 @@ def add_parser(subparsers: Any) -> None:
                    "lowered against the profile's machine_desc (after editing it, or after presk's quantities changed)")
     p.add_argument("--load-term", choices=LOAD_TERMS, help="how loads are priced (default: the profile's, else group)")
     p.add_argument("--combine", choices=COMBINES, help="how the terms combine (default: the profile's, else pnorm)")
+    p.add_argument("--best", action="store_true",
+                   help="fit the nine forms and keep the one of least u (prints the comparison; not with "
+                        "--load-term or --combine)")
     p.add_argument("-o", "--output", metavar="OTHER.json", help="write the refitted profile here instead of P.json")
     p.set_defaults(handler=main)
 
@@ -45,11 +48,14 @@ def add_parser(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.rules is not None and not args.recost:
         raise PreskError(PROFILE_ERROR, "--rules prices the samples again: give it with --recost")
+    if args.best and (args.load_term or args.combine):
+        raise PreskError(PROFILE_ERROR, "--best chooses the load term and the combine: give neither with it")
     rules = parse_rules(args.rules or "") if args.recost else None
     profile = load_profile(args.profile)
     if args.relower:
         profile = _relower(profile, args)
-    refitted = refit_profile(profile, args.load_term, args.combine, rules, compare_forms=args.compare)
+    refitted = refit_profile(profile, args.load_term, args.combine, rules, compare_forms=args.compare,
+                             best_form=args.best)
     output = args.output or args.profile
     save_profile(refitted, output)
     print(report(refitted))

@@ -459,14 +459,24 @@ def refit_profile(
     combine: str | None = None,
     rules: Iterable[str] | None = None,
     compare_forms: bool = False,
+    best_form: bool = False,
 ) -> Profile:
     """Fit the form (default: the profile's) on the samples priced under `rules`; u and Spearman anew.
 
     q is always searched again; the comparison is kept only when computed
-    here (an older one may describe other samples or rules).
+    here (an older one may describe other samples or rules). `best_form`
+    compares the nine forms and fits the one of least u, whatever
+    `load_term` and `combine` say: which form fits best differs from machine
+    to machine and calibration to calibration (docs/cost.md §6.7), and u is
+    the only judge of it the samples give.
     """
     rules = profile.rules if rules is None else parse_rules(list(rules))
     samples = fit_samples(profile, rules)
+    comparison = tuple(compare(samples)) if compare_forms or best_form else None
+    if best_form:
+        assert comparison is not None
+        chosen = min(comparison, key=lambda score: score.u).form
+        load_term, combine = chosen.load_term, chosen.combine
     form = Form(load_term or profile.form.load_term, combine or profile.form.combine)
     layout = fit_layout(samples, form)
     roofline = fit_roofline(samples)
@@ -486,7 +496,7 @@ def refit_profile(
         u=layout.u,
         u_roofline=roofline.u,
         spearman={k: None if v is None or math.isnan(v) else v for k, v in figures.items()},
-        comparison=tuple(compare(samples)) if compare_forms else None,
+        comparison=comparison,
         fitted_samples=len(samples),
     )
 

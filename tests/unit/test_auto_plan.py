@@ -92,6 +92,10 @@ def test_a_host_without_a_profile_measures_one_first(
     profile = load_profile(host)
     assert profile.layout is not None and len(profile.samples) >= len(few)
     assert stale_samples(profile.samples) == 0
+    # Fitted in the form of least u of the nine, the comparison kept beside it.
+    assert profile.comparison is not None and len(profile.comparison) == 9
+    best = min(profile.comparison, key=lambda score: score.u).form
+    assert (profile.form.load_term, profile.form.combine) == (best.load_term, best.combine)
 
     # Samples another presk priced (another code, other terms: the work doubled), which described the machine
     # otherwise too (other FMA chains). `presk plan` with them says so; `--plan auto` reads their terms again
@@ -114,6 +118,7 @@ def test_a_host_without_a_profile_measures_one_first(
             "against this presk's description of the machine") in err
     assert "measuring one" not in err and "note:" not in err
     assert [s.to_json() for s in load_profile(host).samples] == fresh
+    assert load_profile(host).comparison is not None  # refitted in the best form again
     assert load_profile(host).machine_desc == MachineDesc.of(machine)
 
 

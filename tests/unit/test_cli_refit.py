@@ -59,6 +59,22 @@ def test_default_refit_prints_and_writes_the_seed_form(tmp_path: Path, capsys: p
     assert data["fitted_samples"] == 300 and data["comparison"] is None
 
 
+def test_best_keeps_the_form_of_least_u(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p.json"
+    make_profile(path, combine="sum")  # timed by the `sum` form: it fits them exactly, the others do not
+    code, out, err = refit(str(path), capsys=capsys)
+    assert (code, err) == (0, "") and "combine pnorm" in out
+    code, out, err = refit(str(path), "--best", capsys=capsys)
+    assert (code, err) == (0, "")
+    assert "layout model: loads group, combine sum" in out
+    assert re.search(r"\| group \| sum \| +\| 0\.0\d% \| best \|", out)  # the fit ends within 1e-3 (test_cost_fit)
+    data = json.loads(path.read_text())
+    assert (data["model"]["load_term"], data["model"]["combine"]) == ("group", "sum")
+    assert len(data["comparison"]) == 9
+    code, _, err = refit(str(path), "--best", "--combine", "max", capsys=capsys)
+    assert code != 0 and "--best chooses the load term and the combine: give neither with it" in err
+
+
 def test_compare_prints_the_nine_forms_and_marks_the_best(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "p.json"
     make_profile(path, combine="max")
