@@ -93,6 +93,7 @@ from presk.interp.values import leaf_items
 from presk.ir.calls import find_entry
 from presk.ir.locations import error_at
 from presk.lowering import contraction, nests, softmax, softmax_two_pass
+from presk.lowering.softmax import causal_axes
 from presk.lowering.kernel_builder import INDEX_ELEMENT, KernelBuilder, float_type
 from presk.passes.kernel_layout import LAYOUT, Violation, layout_refusal
 from presk.passes.verify_layout import layout_violation as launch_violation
@@ -581,13 +582,3 @@ class LowerToKernel(ModulePass):
             child.detach()
             op.body.block.add_op(child)
         op.attributes.pop("psk_realize.default", None)
-
-
-def causal_axes(mask: SSAValue) -> tuple[str, str] | None:
-    """The two axes of a softmax's mask when `causal_mask`'s launch computes it (which the softmax then
-    computes from its loop counters instead of reading: `presk.lowering.softmax.CausalMask`), else None."""
-    site = mask.owner
-    if isinstance(site, NestOp) and isinstance(site.primitive, core.CausalMaskOp):
-        first, second = site.primitive.result.type.names
-        return first, second
-    return None

@@ -11,14 +11,14 @@ same factor (`presk.passes.verify_layout`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 
 from xdsl.ir import SSAValue
 
 from presk.lowering.kernel_builder import KernelBuilder
 
-__all__ = ["JAM_ROWS", "jam_factor", "row_blocks"]
+__all__ = ["JAM_ROWS", "jam_factor", "row_blocks", "row_block_segments"]
 
 JAM_ROWS = 8
 """Rows per block, at most: 8 running sums in one vector (a ymm of f32, a zmm of f64). Blocks of 16
@@ -47,3 +47,26 @@ def row_blocks(
     with kb.nest([counts[n] for n in rows[:-1]] + [counts[rows[-1]] // jam]) as ivs:
         outer = dict(zip(rows[:-1], ivs[:-1]))
         yield [{**outer, rows[-1]: kb.offset(ivs[-1], jam, j)} for j in range(jam)]
+
+
+@contextmanager
+def row_block_segments(
+    kb: KernelBuilder, rows: Sequence[str], counts: Mapping[str, int], segments: Sequence[tuple[int, int]]
+) -> Iterator[Callable[[int], AbstractContextManager[list[dict[str, SSAValue]]]]]:
+    """`row_blocks` with its loop over blocks cut into sibling loops, one per `(first block, end block)`.
+
+    Yields a function that opens segment `s`'s loop and yields each row of its block, as `row_blocks`
+    does; every segment's body is then built with bounds of its own (`presk.lowering.softmax`: a causal
+    mask's rows need only the columns up to the segment's last row).
+    """
+    jam = jam_factor(counts[rows[-1]])
+    with kb.nest([counts[n] for n in rows[:-1]]) as ivs:
+        outer = dict(zip(rows[:-1], ivs))
+
+        @contextmanager
+        def segment(s: int) -> Iterator[list[dict[str, SSAValue]]]:
+            first, end = segments[s]
+            with kb.span(kb.index(first), kb.index(end), parallel=True) as blocks:
+                yield [{**outer, rows[-1]: kb.offset(blocks.iv, jam, j)} for j in range(jam)]
+
+        yield segment

@@ -13,12 +13,19 @@ consecutive elements of a row in one vector (as many as the block has rows)
 and adds them to each row's sum lane by lane, in order, after a register
 transpose. Last, each row's quotients. The kernel interpreter runs the same
 IR (vectorised over the blocks), so it gives the same bits.
+
+Under a causal mask (the rows' innermost axis against the softmax's), row r
+allows its first r + 1 columns alone: the blocks then run in segments of
+`SEGMENT_ROWS` rows, each its own loop over blocks whose passes stop at
+the segment's last row (`causal_segments`), which skips about 3/8 of the
+triangle's refused half at 256 rows and more at longer ones, with the bits
+of whole rows.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -27,10 +34,11 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Attribute, SSAValue
 
 from presk.dialects import psk_core as core
+from presk.dialects.psk_realize import NestOp
 from presk.dialects.psk_core_types import TensorType
 from presk.lowering.kernel_builder import KernelBuilder
 from presk.lowering.nests import Operand, Scalar, accumulate, static_sizes
-from presk.lowering.row_blocks import row_blocks
+from presk.lowering.row_blocks import jam_factor, row_block_segments, row_blocks
 
 
 
@@ -62,6 +70,16 @@ class CausalMask:
 Mask: TypeAlias = LoadedMask | CausalMask
 
 
+def causal_axes(mask: SSAValue) -> tuple[str, str] | None:
+    """The two axes of a softmax's mask when `causal_mask`'s launch computes it (which the softmax then
+    computes from its loop counters instead of reading: `presk.lowering.softmax.CausalMask`), else None."""
+    site = mask.owner
+    if isinstance(site, NestOp) and isinstance(site.primitive, core.CausalMaskOp):
+        first, second = site.primitive.result.type.names
+        return first, second
+    return None
+
+
 def shifted_exp(kb: KernelBuilder, value: Scalar, top: Scalar, allowed: SSAValue | None, zero: Scalar) -> Scalar:
     """exp(value − top), or 0 where the mask refuses the element.
 
@@ -74,6 +92,33 @@ def shifted_exp(kb: KernelBuilder, value: Scalar, top: Scalar, allowed: SSAValue
     return kb.select(allowed, kb.math("exp", kb.select(allowed, kb.subf(value, top), zero)), zero)
 
 
+SEGMENT_ROWS = 64
+"""Rows of a causal mask's segment (`causal_segments`): its columns' loops run to its last row's bound, at
+least 64, so that every one is long enough for the translator's vector loops (16 f32 lanes × 4 running
+maxima on AVX-512)."""
+
+
+def causal_segments(mask: Mask | None, rows: Sequence[str], axis: str, counts: Mapping[str, int]) -> list[tuple[int, int, int]] | None:
+    """A causal mask's rows in segments: (first block, end block, columns) of each, or None.
+
+    Row r of a causal mask over (rows' innermost axis, the softmax's axis)
+    allows the columns up to r alone: the rows of a segment need none beyond
+    its last row. Their maximum and sum stop there (what they skip adds
+    nothing: a refused term is left out of the maximum and adds +0 to the
+    sum, so the bits are those of the whole row) and their quotients beyond
+    are stored as the 0 they are. None when the mask is not causal over
+    those axes, or its rows are fewer than two segments.
+    """
+    if not isinstance(mask, CausalMask) or not rows or mask.first != rows[-1] or mask.second != axis:
+        return None
+    count = counts[rows[-1]]
+    if count < 2 * SEGMENT_ROWS or count % SEGMENT_ROWS:
+        return None
+    per = SEGMENT_ROWS // jam_factor(count)
+    n = counts[axis]
+    return [(s * per, (s + 1) * per, min(n, (s + 1) * SEGMENT_ROWS)) for s in range(count // SEGMENT_ROWS)]
+
+
 def emit_softmax(
     kb: KernelBuilder, xt: TensorType, axis: str, x: Operand, mask: Mask | None, out: SSAValue,
     arith_type: Attribute,
@@ -82,7 +127,9 @@ def emit_softmax(
 
     With a mask, the maximum and the sum run over the allowed positions and
     a refused one gets 0; a row with none allowed is all 0 (its maximum is
-    taken as 0), the reference interpreter's semantics.
+    taken as 0), the reference interpreter's semantics. A causal mask's
+    rows run in segments, each over the columns its rows allow
+    (`causal_segments`).
 
     When the output buffer holds the arithmetic type, the second pass stores
     each exponential (exactly: no rounding) and the third divides it in
@@ -93,7 +140,9 @@ def emit_softmax(
     n = counts[axis]
     assert isinstance(out.type, MemRefType)
     keep = out.type.element_type == arith_type
-    with row_blocks(kb, rows, counts) as block:
+
+    def passes(block: list[dict[str, SSAValue]], columns: int) -> None:
+        """The three passes of one block of rows, over their first `columns` columns; 0 beyond."""
 
         def at(j: int, k: SSAValue) -> list[SSAValue]:
             index = {**block[j], axis: k}
@@ -113,7 +162,7 @@ def emit_softmax(
                 bigger = kb.maxf(accs[0], value)
                 return [bigger if allowed is None else kb.select(allowed, bigger, accs[0])]
 
-            (top,) = accumulate(kb, [n], [neg_inf], step)
+            (top,) = accumulate(kb, [columns], [neg_inf], step)
             return top if mask is None else kb.select(kb.cmpf(top, neg_inf, "oeq"), zero, top)
 
         tops = [row_max(j) for j in range(len(block))]
@@ -131,14 +180,27 @@ def emit_softmax(
                 sums.append(kb.addf(acc, e))
             return sums
 
-        totals = accumulate(kb, [n], [zero] * len(block), running_sums)
+        totals = accumulate(kb, [columns], [zero] * len(block), running_sums)
         for j, total in enumerate(totals):
             empty = kb.cmpf(total, zero, "oeq") if mask is not None else None
-            with kb.loop(n, parallel=True) as lk:
+            with kb.loop(columns, parallel=True) as lk:
                 e = kb.load(out, at(j, lk.iv)) if keep else exponential(j, lk.iv)
                 quotient = kb.divf(e, total, subnormal_numerator=True)
                 value = kb.select(empty, zero, quotient) if empty is not None else quotient
                 kb.store_real(value, out, at(j, lk.iv))
+            if columns < n:
+                with kb.span(kb.index(columns), kb.index(n), parallel=True) as rest:
+                    kb.store_real(zero, out, at(j, rest.iv))
+
+    segments = causal_segments(mask, rows, axis, counts)
+    if segments is None:
+        with row_blocks(kb, rows, counts) as block:
+            passes(block, n)
+        return
+    with row_block_segments(kb, rows, counts, [(first, end) for first, end, _ in segments]) as segment:
+        for s, (_, _, columns) in enumerate(segments):
+            with segment(s) as block:
+                passes(block, columns)
 
 
 def emit_cross_entropy(

@@ -84,6 +84,7 @@ from presk.dialects.psk_realize_nests import Contraction, contraction
 from presk.ir.locations import error_at
 from presk.lowering.contraction import TiledLayout, tiled_layout
 from presk.lowering.row_blocks import jam_factor
+from presk.lowering.softmax import SEGMENT_ROWS, CausalMask, causal_axes, causal_segments
 
 Json = Any
 
@@ -296,6 +297,20 @@ def _jblock_loops(shape: Contraction, j_size: int | None, tiled: TiledLayout) ->
     return blocks_of_j, j_loop
 
 
+def _causal_segments(op: core.SoftmaxOp, leaf: Attribute, env: Mapping[str, int]) -> list[tuple[int, int, int]] | None:
+    """The segments `presk.lowering.softmax` runs a causally masked softmax's rows in, or None."""
+    if op.mask is None or not isinstance(leaf, TensorType):
+        return None
+    axes = causal_axes(op.mask)
+    if axes is None:
+        return None
+    counts = {name: bound(size, env) for name, size in leaf.axes}
+    if any(v is None for v in counts.values()):
+        return None
+    rows = [name for name in leaf.names if name != op.axis.data]
+    return causal_segments(CausalMask(*axes), rows, op.axis.data, counts)  # type: ignore[arg-type]
+
+
 def _operand_size(site: NestOp, name: str) -> Size:
     """The extent of a summed axis of a nest's primitive, read off the operand that carries it."""
     for operand in site.primitive.operands:
@@ -323,9 +338,13 @@ def site_loops(site: SiteOp, layout: Mapping[str, Json], env: Mapping[str, int],
         axis = op.axis.data
         kept = _axis_loops(leaf, env, skip=(axis,))
         if layout.get("passes") != 2 and kept and kept[-1].iterations is not None:
-            # The three passes run the innermost kept axis in blocks of rows (`row_blocks`).
+            # The three passes run the innermost kept axis in blocks of rows (`row_blocks`), and a causal
+            # mask's rows in segments, each a loop of its own (`causal_segments`): no one loop to split.
             jam = jam_factor(kept[-1].iterations)
-            if jam > 1:
+            if _causal_segments(op, leaf, env) is not None:
+                kept[-1] = Loop(f"{kept[-1].what} in segments of {SEGMENT_ROWS} rows under the causal mask, "
+                                "each segment a loop of its own", kept[-1].iterations // jam, False)  # fmt: skip
+            elif jam > 1:
                 kept[-1] = Loop(f"{kept[-1].what} in blocks of {jam} rows", kept[-1].iterations // jam, True)
         return [*kept, *_summed_loops(leaf, (axis,), env)]
     if isinstance(op, core.ReductionOp):

@@ -65,7 +65,8 @@ from presk.dialects.psk_realize import LayoutAttr, NestOp
 from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.lowering.contraction import LANES, lanes_attribute
-from presk.lowering.realize_to_kernel import LowerToKernel, causal_axes
+from presk.lowering.realize_to_kernel import LowerToKernel
+from presk.lowering.softmax import causal_axes
 from presk.passes.epilogue import FoldEpilogues
 from presk.passes.kernel_layout import resolved
 from presk.passes.pack import PackOperands
