@@ -17,9 +17,9 @@ IR (vectorised over the blocks), so it gives the same bits.
 Under a causal mask (the rows' innermost axis against the softmax's), row r
 allows its first r + 1 columns alone: the blocks then run in segments of
 `SEGMENT_ROWS` rows, each its own loop over blocks whose passes stop at
-the segment's last row (`causal_segments`), which skips about 3/8 of the
-triangle's refused half at 256 rows and more at longer ones, with the bits
-of whole rows.
+the segment's last row (`causal_segments`): at 256 rows the maximum and
+the sum skip 3/8 of the columns (3/4 of those the mask refuses), more at
+longer ones, with the bits of whole rows.
 """
 
 from __future__ import annotations
@@ -98,8 +98,13 @@ least 64, so that every one is long enough for the translator's vector loops (16
 maxima on AVX-512)."""
 
 
-def causal_segments(mask: Mask | None, rows: Sequence[str], axis: str, counts: Mapping[str, int]) -> list[tuple[int, int, int]] | None:
+def causal_segments(
+    mask: Mask | None, rows: Sequence[str], axis: str, counts: Mapping[str, int], blocks: bool = True
+) -> list[tuple[int, int, int]] | None:
     """A causal mask's rows in segments: (first block, end block, columns) of each, or None.
+
+    `blocks`: the rows run in blocks (`row_blocks`, three passes) and the
+    segments count blocks; otherwise (two passes, a row at a time) rows.
 
     Row r of a causal mask over (rows' innermost axis, the softmax's axis)
     allows the columns up to r alone: the rows of a segment need none beyond
@@ -114,7 +119,7 @@ def causal_segments(mask: Mask | None, rows: Sequence[str], axis: str, counts: M
     count = counts[rows[-1]]
     if count < 2 * SEGMENT_ROWS or count % SEGMENT_ROWS:
         return None
-    per = SEGMENT_ROWS // jam_factor(count)
+    per = SEGMENT_ROWS // jam_factor(count) if blocks else SEGMENT_ROWS
     n = counts[axis]
     return [(s * per, (s + 1) * per, min(n, (s + 1) * SEGMENT_ROWS)) for s in range(count // SEGMENT_ROWS)]
 

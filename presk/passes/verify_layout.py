@@ -337,10 +337,10 @@ def site_loops(site: SiteOp, layout: Mapping[str, Json], env: Mapping[str, int],
     if isinstance(op, core.SoftmaxOp):
         axis = op.axis.data
         kept = _axis_loops(leaf, env, skip=(axis,))
-        if layout.get("passes") != 2 and kept and kept[-1].iterations is not None:
-            # The three passes run the innermost kept axis in blocks of rows (`row_blocks`), and a causal
-            # mask's rows in segments, each a loop of its own (`causal_segments`): no one loop to split.
-            jam = jam_factor(kept[-1].iterations)
+        if kept and kept[-1].iterations is not None:
+            # The three passes run the innermost kept axis in blocks of rows (`row_blocks`), and either form a
+            # causal mask's rows in segments, each a loop of its own (`causal_segments`): no one loop to split.
+            jam = jam_factor(kept[-1].iterations) if layout.get("passes") != 2 else 1
             if _causal_segments(op, leaf, env) is not None:
                 kept[-1] = Loop(f"{kept[-1].what} in segments of {SEGMENT_ROWS} rows under the causal mask, "
                                 "each segment a loop of its own", kept[-1].iterations // jam, False)  # fmt: skip

@@ -3,8 +3,9 @@
 Row r of a causal mask allows columns 0..r alone, so the rows of a segment
 stop their maximum and sum at the segment's last row: what they skip is left
 out of the maximum and adds +0 to the sum, and the quotients beyond are the
-0 they always were. These tests hold the segmented kernels to the bits of the
-same softmax with its rows whole, on both backends.
+0 they always were. These tests hold the segmented kernels, in three passes
+and in two, to the bits of the same softmax with its rows whole, on both
+backends.
 """
 
 from __future__ import annotations
@@ -42,17 +43,19 @@ def test_the_segments_of_a_causal_mask() -> None:
     assert causal_segments(None, ["batch", "heads", "seq"], "seq2", counts) is None
 
 
-@pytest.mark.parametrize("realize", ["f32", "f64", "bf16"])
+@pytest.mark.parametrize(("realize", "passes"), [("f32", 3), ("f64", 3), ("bf16", 3), ("f32", 2), ("f64", 2)])
 def test_segmented_rows_give_the_whole_rows_bits_on_both_backends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], realize: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], realize: str, passes: int
 ) -> None:
     source = tmp_path / "causal.mlir"
     source.write_text(PROGRAM)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"realization": realize, "layout": {"masked/%0": {"passes": passes}}}))
 
     def run(backend: str, name: str) -> np.ndarray:
         out = tmp_path / name
         code = main(["run", str(source), "--entry", "masked", "--dim", "B=1", "--dim", "H=2", "--dim", "T=128",
-                     "--realize", realize, "--backend", backend, "--seed", "3", "--output", str(out)])  # fmt: skip
+                     "--plan", f"@{plan}", "--backend", backend, "--seed", "3", "--output", str(out)])  # fmt: skip
         assert code == 0, capsys.readouterr().err
         return np.load(out)["result0"]
 
@@ -66,14 +69,15 @@ def test_segmented_rows_give_the_whole_rows_bits_on_both_backends(
     assert np.allclose(native.astype(np.float64).sum(axis=-1), 1.0, rtol=0.02 if realize == "bf16" else 1e-5)
 
 
+@pytest.mark.parametrize("passes", [3, 2])
 def test_a_split_of_the_segmented_rows_is_refused_where_the_rows_are_whole_it_is_not(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], passes: int
 ) -> None:
     source = tmp_path / "causal.mlir"
     source.write_text(PROGRAM)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"realization": "f32",
-                                "layout": {"masked/%0": {"passes": 3, "split": {"depth": 2, "workers": 2}}}}))
+                                "layout": {"masked/%0": {"passes": passes, "split": {"depth": 2, "workers": 2}}}}))
 
     def run(t: int) -> tuple[int, str]:
         code = main(["run", str(source), "--entry", "masked", "--dim", "B=1", "--dim", "H=2", "--dim", f"T={t}",
