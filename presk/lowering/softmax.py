@@ -72,7 +72,7 @@ Mask: TypeAlias = LoadedMask | CausalMask
 
 def causal_axes(mask: SSAValue) -> tuple[str, str] | None:
     """The two axes of a softmax's mask when `causal_mask`'s launch computes it (which the softmax then
-    computes from its loop counters instead of reading: `presk.lowering.softmax.CausalMask`), else None."""
+    computes from its loop counters instead of reading: `CausalMask`), else None."""
     site = mask.owner
     if isinstance(site, NestOp) and isinstance(site.primitive, core.CausalMaskOp):
         first, second = site.primitive.result.type.names
