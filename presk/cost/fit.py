@@ -425,11 +425,16 @@ def _search_q(form: Form, arrays: TermArrays, seconds: np.ndarray) -> FitResult:
     return FitResult(constants, median_abs_relative(predicted, seconds), float(r @ r), predicted)
 
 
-def compare(samples: Sequence[Sample]) -> list[FormScore]:
-    """The nine forms (load term × combine) fitted on the same samples, in a fixed order."""
-    scores = []
+def compare_fits(samples: Sequence[Sample]) -> list[tuple[FormScore, FitResult]]:
+    """The nine forms (load term × combine) fitted on the same samples, in a fixed order, with their fits."""
+    fits = []
     for load_term in LOAD_TERMS:
         for how in COMBINES:
             result = fit_layout(samples, Form(load_term, how))
-            scores.append(FormScore(result.constants.form, result.u, result.objective))
-    return scores
+            fits.append((FormScore(result.constants.form, result.u, result.objective), result))
+    return fits
+
+
+def compare(samples: Sequence[Sample]) -> list[FormScore]:
+    """The nine forms' scores (`compare_fits` without the fits)."""
+    return [score for score, _ in compare_fits(samples)]

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from presk.cost.fit import FormScore, compare, fit_layout, fit_roofline, spearman
+from presk.cost.fit import FormScore, compare_fits, fit_layout, fit_roofline, spearman
 from presk.cost.models import LAYOUT, PROFILE_ERROR, ROOFLINE, Constants, Form, predict_many
 from presk.cost.terms import OPTIONAL_TERMS, RULES, KernelTerms, MachineDesc
 from presk.diagnostics import PreskError
@@ -472,13 +472,15 @@ def refit_profile(
     """
     rules = profile.rules if rules is None else parse_rules(list(rules))
     samples = fit_samples(profile, rules)
-    comparison = tuple(compare(samples)) if compare_forms or best_form else None
+    fits = compare_fits(samples) if compare_forms or best_form else []
+    comparison = tuple(score for score, _ in fits) if fits else None
     if best_form:
-        assert comparison is not None
-        chosen = min(comparison, key=lambda score: score.u).form
+        chosen = min(fits, key=lambda pair: pair[0].u)[0].form
         load_term, combine = chosen.load_term, chosen.combine
     form = Form(load_term or profile.form.load_term, combine or profile.form.combine)
-    layout = fit_layout(samples, form)
+    # The comparison fitted the chosen form already (the same call): its fit is the layout model's.
+    same = [fit for score, fit in fits if (score.form.load_term, score.form.combine) == (form.load_term, form.combine)]
+    layout = same[0] if same else fit_layout(samples, form)
     roofline = fit_roofline(samples)
     seconds = np.array([t for _, t in samples])
     counts = [s.counts for s in profile.samples]

@@ -25,7 +25,7 @@ longer ones, with the bits of whole rows.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -124,6 +124,15 @@ def causal_segments(
     return [(s * per, (s + 1) * per, min(n, (s + 1) * SEGMENT_ROWS)) for s in range(count // SEGMENT_ROWS)]
 
 
+def store_refused(
+    kb: KernelBuilder, out: SSAValue, cell: Callable[[SSAValue], list[SSAValue]], columns: int, n: int, zero: Scalar
+) -> None:
+    """A row's quotients beyond a segment's `columns`, which its causal mask refuses: 0, as the whole row stores."""
+    if columns < n:
+        with kb.span(kb.index(columns), kb.index(n), parallel=True) as rest:
+            kb.store_real(zero, out, cell(rest.iv))
+
+
 def emit_softmax(
     kb: KernelBuilder, xt: TensorType, axis: str, x: Operand, mask: Mask | None, out: SSAValue,
     arith_type: Attribute,
@@ -193,9 +202,7 @@ def emit_softmax(
                 quotient = kb.divf(e, total, subnormal_numerator=True)
                 value = kb.select(empty, zero, quotient) if empty is not None else quotient
                 kb.store_real(value, out, at(j, lk.iv))
-            if columns < n:
-                with kb.span(kb.index(columns), kb.index(n), parallel=True) as rest:
-                    kb.store_real(zero, out, at(j, rest.iv))
+            store_refused(kb, out, lambda k, j=j: at(j, k), columns, n, zero)
 
     segments = causal_segments(mask, rows, axis, counts)
     if segments is None:

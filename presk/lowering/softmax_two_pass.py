@@ -31,7 +31,7 @@ from xdsl.ir import Attribute, SSAValue
 from presk.dialects.psk_core_types import TensorType
 from presk.lowering.kernel_builder import KernelBuilder
 from presk.lowering.nests import Operand, Scalar, accumulate, static_sizes
-from presk.lowering.softmax import Mask, causal_segments, shifted_exp
+from presk.lowering.softmax import Mask, causal_segments, shifted_exp, store_refused
 
 REFUSAL = (
     "two softmax passes keep exp(x − m) in the output between the passes, which needs the storage type to be the "
@@ -84,9 +84,7 @@ def emit_softmax_two_pass(
             quotient = kb.divf(kb.load_real(out, cell(lk.iv), arith_type), total, subnormal_numerator=True)
             value = kb.select(empty, zero, quotient) if empty is not None else quotient
             kb.store_real(value, out, cell(lk.iv))
-        if columns < n:
-            with kb.span(kb.index(columns), kb.index(n), parallel=True) as rest:
-                kb.store_real(zero, out, cell(rest.iv))
+        store_refused(kb, out, cell, columns, n, zero)
 
     segments = causal_segments(mask, rows, axis, counts, blocks=False)
     if segments is None:
