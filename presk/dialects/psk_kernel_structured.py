@@ -39,9 +39,13 @@ def _names(names: Sequence[str]) -> ArrayAttr[StringAttr]:
     return ArrayAttr([StringAttr(n) for n in names])
 
 
+EPILOGUE_OPS: tuple[str, ...] = ("add", "mul")
+"""What an epilogue folded into a contraction's kernel may do with its other operand."""
+
+
 @irdl_op_definition
 class ContractOp(IRDLOperation):
-    """out[outer, I, J] = Σ_K lhs[outer, I, K] · rhs[.., K, J], plus `addend` once folded (`dot+add`).
+    """out[outer, I, J] = Σ_K lhs[outer, I, K] · rhs[.., K, J], plus or times `addend` once folded (`dot+add`).
 
     Each buffer's axes are named (`lhs_axes`, ...); `nt` marks an operand 1
     that carries K innermost; `rhs_block = n` an operand 1 read from a
@@ -59,7 +63,9 @@ class ContractOp(IRDLOperation):
     reads them), its axes named [outer..., K..., I] as a TN operand 0's are
     (an NN or NT operand 0 packed has them swapped to [outer..., K, I]). The addend is a buffer (its
     PSK-Core type in `addend_type`, for its broadcasting) or a literal
-    (`addend_literal`); `product_first` keeps the add's operand order.
+    (`addend_literal`); `product_first` keeps the add's operand order. `epilogue_op` is `mul` for an
+    epilogue that multiplies the finished sums by the addend (`ein+mul`: attention's scores scaled),
+    absent for one that adds it.
     """
 
     name = "psk_kernel.contract"
@@ -86,6 +92,7 @@ class ContractOp(IRDLOperation):
     addend_type = opt_prop_def(Attribute)
     addend_literal = opt_prop_def(FloatAttr)
     product_first = opt_prop_def(UnitAttr)
+    epilogue_op = opt_prop_def(StringAttr)
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = (
         "$lhs `,` $rhs (`plus` $addend^ `:` type($addend))? `->` $out attr-dict"
@@ -107,6 +114,7 @@ class ContractOp(IRDLOperation):
         addend_literal: float | None = None,
         product_first: bool = False,
         k_outer: Sequence[str] = (),
+        epilogue_op: str = "add",
     ) -> None:
         i, j, k = axes
         lhs_axes, rhs_axes, out_axes = operand_axes
@@ -130,6 +138,8 @@ class ContractOp(IRDLOperation):
             properties["addend_literal"] = FloatAttr(addend_literal, arith_type)  # type: ignore[arg-type]
         if product_first:
             properties["product_first"] = UnitAttr()
+        if epilogue_op != "add":
+            properties["epilogue_op"] = StringAttr(epilogue_op)
         addends = [addend] if addend is not None else []
         super().__init__(operands=[lhs, rhs, addends, out], properties=properties)
 
@@ -166,6 +176,13 @@ class ContractOp(IRDLOperation):
             self._verify_panel("lhs", self.i.data, "rows", "operand 0", "I")
         if self.addend is not None and self.addend_type is None:
             raise VerifyException("an addend buffer needs its addend_type")
+        if self.epilogue_op is not None and self.epilogue_op.data not in EPILOGUE_OPS:
+            raise VerifyException(f"epilogue_op is one of {', '.join(EPILOGUE_OPS)}, not '{self.epilogue_op.data}'")
+
+    @property
+    def epilogue_kind(self) -> str:
+        """What the folded epilogue does with its operand: `add` (the default) or `mul`."""
+        return self.epilogue_op.data if self.epilogue_op is not None else "add"
 
     def _verify_panel(self, which: str, axis: str, what: str, operand: str, letter: str) -> None:
         """A blocked panel [outer..., ⌈X/n⌉, K..., n] of the tile's n rows or columns along `axis` (X)."""

@@ -461,34 +461,39 @@ class NestOp(SiteOp):
 
 
 def epilogue_violation(nest: NestOp) -> str | None:
-    """Why `nest` cannot take the add that reads it into its kernel, or None when it can.
+    """Why `nest` cannot take the add (or mul) that reads it into its kernel, or None when it can.
 
     The seed's structural conditions: the product's value is not the
     function's result and is read by one `add` alone, which is no member of
     a larger group (so it launches by itself), adds another tensor that
     broadcasts into the product's output without widening it, and is
-    realized in the product's storage type.
+    realized in the product's storage type. Beyond the seed, a `mul` may
+    take the add's place, under the same conditions but that its other
+    operand may be a real too: attention's scores times their scale, which
+    the product's kernel then multiplies into each finished sum instead of
+    a launch of its own reading and writing the whole score tensor again.
     """
     uses = list(nest.result.uses)
     if any(isinstance(use.operation, ReturnOp) for use in uses):
-        return "the product's value is the function's result, which its own kernel must store; an epilogue needs one add alone to read it"
+        return "the product's value is the function's result, which its own kernel must store; an epilogue needs one add or mul alone to read it"
     if len(uses) != 1:
-        return f"the product's value has {len(uses)} readers; an epilogue needs one add alone to read it"
+        return f"the product's value has {len(uses)} readers; an epilogue needs one add or mul alone to read it"
     add = uses[0].operation
     group = add.parent_op()
-    if not isinstance(add, core.AddOp) or not isinstance(group, GroupOp):
-        return f"the product's value is read by {add.name}, not by an add"
+    if not isinstance(add, core.AddOp | core.MulOp) or not isinstance(group, GroupOp):
+        return f"the product's value is read by {add.name}, not by an add or a mul"
+    what = "add" if isinstance(add, core.AddOp) else "mul"
     if len(group.members) != 1:
-        return f"the add that reads the product is fused into group \"{group.site_name}\" of {len(group.members)} members, so it does not launch by itself"
+        return f"the {what} that reads the product is fused into group \"{group.site_name}\" of {len(group.members)} members, so it does not launch by itself"
     other = add.operands[1 - uses[0].index]
-    if not isinstance(other.type, core.TensorType):
+    if what == "add" and not isinstance(other.type, core.TensorType):
         return "the add's other operand is a real, not a tensor"
     if add.results[0].type != nest.result.type:
-        return "the add's other operand widens the product's output (its result type is not the product's)"
+        return f"the {what}'s other operand widens the product's output (its result type is not the product's)"
     if nest.realization is not None and group.realization is not None:
         if nest.realization.storage_name != group.realization.storage_name:
             return (
-                f"the add's site \"{group.site_name}\" is realized in {group.realization.storage_name}, "
+                f"the {what}'s site \"{group.site_name}\" is realized in {group.realization.storage_name}, "
                 f"the product in {nest.realization.storage_name}; one kernel computes both"
             )
     return None

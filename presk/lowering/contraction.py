@@ -65,7 +65,7 @@ bits. What each decision becomes:
 - `split`: done on the finished kernel (`psk-split`, `presk.passes.split.apply_split`), but for
   the row-wise form's J loop, which sits inside the serial k loop: split, it
   is emitted outermost (`by_columns`).
-- `epilogue`: `Epilogue` adds the add's other operand to each output element
+- `epilogue`: `Epilogue` adds the add's other operand to each output element (or multiplies by the mul's)
   once its sum is done: in f64/f32 in the register before the store; in
   bf16 the sum is rounded to bf16 and widened back (the store and the read
   of the add's kernel), then added, then stored. Under a k-block whose loop
@@ -127,11 +127,13 @@ class ContractionOperands:
 
 @dataclass(frozen=True)
 class Epilogue:
-    """The add folded into a product's kernel: its other operand, and on which side it adds."""
+    """The add or mul folded into a product's kernel: its other operand, and on which side it is."""
 
     operand: Operand
     product_first: bool
-    """True for `add(product, other)`, False for `add(other, product)` (the add's operand order is kept)."""
+    """True for `add(product, other)`, False for `add(other, product)` (the operand order is kept)."""
+    op: str = "add"
+    """`add` or `mul`: what the folded kernel did with the product's element and the other operand."""
 
 
 @dataclass(frozen=True)
@@ -254,7 +256,7 @@ def _with_epilogue(
     kb: KernelBuilder, value: Scalar, out: SSAValue, epilogue: Epilogue, where: Mapping[str, SSAValue],
     arith_type: Attribute,
 ) -> Scalar:  # fmt: skip
-    """The add's value at one output element, from the product's finished sum.
+    """The add's (or mul's) value at one output element, from the product's finished sum.
 
     The separate kernels round the sum to the storage type and read it back;
     in f64/f32 that is the identity, in bf16 a rounding, done here in the
@@ -264,7 +266,8 @@ def _with_epilogue(
     if storage != arith_type:
         value = kb.convert(kb.convert(value, storage), arith_type)
     other = epilogue.operand.read(kb, where, arith_type)
-    return kb.addf(value, other) if epilogue.product_first else kb.addf(other, value)
+    combine = kb.mulf if epilogue.op == "mul" else kb.addf
+    return combine(value, other) if epilogue.product_first else combine(other, value)
 
 
 def _row_wise(

@@ -78,7 +78,7 @@ def epilogue_of(op: ContractOp) -> contraction.Epilogue | None:
         return None
     literal = op.addend_literal.value.data if op.addend_literal is not None else None
     addend = nests.Operand(op.addend_type, buffer=op.addend, constant=literal)  # type: ignore[arg-type]
-    return contraction.Epilogue(addend, op.product_first is not None)
+    return contraction.Epilogue(addend, op.product_first is not None, op.epilogue_kind)
 
 
 class TileContraction(RewritePattern):

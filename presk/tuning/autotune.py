@@ -64,6 +64,7 @@ from presk.target import target_machine
 from presk.tuning.calibration import MIN_CALLS, MIN_SECONDS, Progress
 from presk.tuning.plan import (
     ISOLATED_FUNCTION, Isolated, Nest, Pricer, capture, launched_kernels, legal_points, profile_constants,
+    with_epilogue,
 )
 from presk.tuning.space import SPACES, Point, point_key
 
@@ -370,7 +371,7 @@ def autotune(
     all_records = [r for r in records if r.get("record", "point") == "point"] + new
     mine = {(r["shape_key"], point_key(r["point"])): r for r in all_records if r["machine"] == machine_key}
     outcomes = [_outcome(nest, legal[nest.site], mine, totals.get(nest.site), u, candidates) for nest in nests]
-    layout = {o.nest.site: o.best for o in outcomes if o.best}
+    layout = {o.nest.site: with_epilogue(o.nest, o.best, machine) for o in outcomes if o.best}
     plan = {"realization": _relative(realization, plan_dir), "layout": layout}
     shape_keys = {shape_key(iso) for nest in nests for iso, _ in nest.shapes}
     differ = [r for r in mine.values() if r["bits"] == "differ" and r["shape_key"] in shape_keys]

@@ -91,6 +91,7 @@ __all__ = [
     "Pricer",
     "capture",
     "choose",
+    "with_epilogue",
     "isolate",
     "launched_kernels",
     "make_plan",
@@ -199,10 +200,34 @@ class Nest:
     site: str
     kind: str
     shapes: list[tuple[Isolated, int]]
+    program_site: NestOp | None = None
+    """The nest in the realized program: whether an epilogue folds into it depends on who reads its value."""
 
     @property
     def launches(self) -> int:
         return sum(n for _, n in self.shapes)
+
+
+def with_epilogue(nest: Nest, point: Point, machine: Machine) -> Point:
+    """`point` with `"epilogue": true` when the nest's product can take the add or mul that alone reads it.
+
+    The epilogue saves a launch that reads and writes the product's whole
+    value again, and costs a product's kernel one operation a stored
+    element, so it is stated wherever the checks allow it at `point` (the
+    structural conditions on the program, the lanes' on the point) rather
+    than priced. The sizes are the program's, bound when it was realized.
+    """
+    site = nest.program_site
+    if nest.kind != "contraction" or site is None or point.get("epilogue") is not None:
+        return point
+    candidate: Point = {**point, "epilogue": True}
+    original = site.layout
+    site.layout = LayoutAttr(candidate)
+    try:
+        refused = layout_violation(site, {}, machine)
+    finally:
+        site.layout = original
+    return point if refused is not None else candidate
 
 
 def _element_name(t: MemRefType) -> str:
@@ -240,7 +265,7 @@ def capture(module: ModuleOp, entry: str, env: Mapping[str, int], plan: Plan) ->
             iso = isolate(nests[site], operand_storage)
             iso = isolated.setdefault(iso.key, iso)
             shapes.append((iso, launches))
-        out.append(Nest(site, nests[site].kind, shapes))
+        out.append(Nest(site, nests[site].kind, shapes, nests[site]))
     return out
 
 
@@ -894,6 +919,8 @@ def make_plan(
     finally:  # what was lowered is kept, even when an error or Ctrl-C stops the choice
         if store is not None:
             store.save()
+    for choice in choices:
+        choice.point = with_epilogue(choice.nest, choice.point, machine)
     plan: dict[str, Any] = {
         "realization": _relative_realization(realization, plan_dir),
         "profile": profile_path,

@@ -1,4 +1,4 @@
-"""The epilogue: the add that alone reads a product, folded into the product's kernel.
+"""The epilogue: the add (or mul) that alone reads a product, folded into the product's kernel.
 
 The seed (§"The bias as an epilogue"): stated on a contraction nest,
 `"epilogue": true` gives the product's kernel the add. The product's let
@@ -15,6 +15,9 @@ Each case below is a function whose product one add alone reads: a bias
 after a dot, the same bias before it (the add's operands swapped), a mask
 after attention's scores ein, a residual after its values ein, an operand
 constant along J (carrying I alone) and one carrying the outer axes and I.
+Beyond the seed, a mul takes the add's place the same way (`<product>+mul`,
+multiplying each finished sum): attention's scores times a real scale, a
+real times a dot (the operands swapped), and a gain along J.
 Each runs in f64, f32 and bf16, on the kernel interpreter and on native
 code, at several layouts of the product, with and without the epilogue:
 the outputs must be the same bytes as the two separate kernels' (the
@@ -86,11 +89,31 @@ func.func @outer_and_i(%p: !P, %v: !V, %o: !BHS) -> !A {
   %1 = psk_core.add %o, %0 : !A
   func.return %1 : !A
 }
+func.func @scaled_scores(%q: !Q, %k: !K, %c: !psk_core.real) -> !S {
+  %0 = psk_core.ein %q[b, h, s, d], %k[b, h, t, d] : !S
+  %1 = psk_core.mul %0, %c : !S
+  func.return %1 : !S
+}
+func.func @scale_first(%x: !X, %w: !W, %c: !psk_core.real) -> !O {
+  %0 = psk_core.dot %x, %w : !O
+  %1 = psk_core.mul %c, %0 : !O
+  func.return %1 : !O
+}
+func.func @gain_along_j(%x: !X, %w: !W, %g: !B) -> !O {
+  %0 = psk_core.dot %x, %w : !O
+  %1 = psk_core.mul %0, %g : !O
+  func.return %1 : !O
+}
 """
 
-CASES = ("bias_after", "bias_before", "mask_after_scores", "residual_after_values", "constant_along_j", "outer_and_i")
+CASES = (
+    "bias_after", "bias_before", "mask_after_scores", "residual_after_values", "constant_along_j", "outer_and_i",
+    "scaled_scores", "scale_first", "gain_along_j",
+)  # fmt: skip
+MULS = {"scaled_scores", "scale_first", "gain_along_j"}
+"""The cases whose product a mul reads: their folded kernel is `<product>+mul`."""
 TYPES = ("f64", "f32", "bf16")
-NT = {"mask_after_scores"}
+NT = {"mask_after_scores", "scaled_scores"}
 """The cases whose product is NT (the scores ein): lanes need the pack."""
 
 
@@ -136,7 +159,8 @@ def arguments(case: str) -> list[np.ndarray]:
     (fn,) = [f for f in program().walk() if getattr(f, "sym_name", None) is not None and f.sym_name.data == case]
     rng = np.random.default_rng(sum(map(ord, case)))
     # Sums and addends of comparable size, so that the add's rounding matters in every type.
-    return [rng.standard_normal(tuple(t.sizes)) * (4.0 if i == 2 else 1.0) for i, t in enumerate(fn.function_type.inputs.data)]  # type: ignore[attr-defined]
+    return [rng.standard_normal(tuple(getattr(t, "sizes", ()))) * (4.0 if i == 2 else 1.0)
+            for i, t in enumerate(fn.function_type.inputs.data)]  # type: ignore[attr-defined]
 
 
 def run(module: ModuleOp, args: list[np.ndarray], runner: Any) -> bytes:
@@ -155,7 +179,8 @@ def test_epilogue_gives_the_two_kernels_bits(case: str, storage: str, native: Na
     args = arguments(case)
     interpreter = KernelInterpreter().runner
     separate = compile_case(case, storage, None)
-    assert [op.kernel.string_value() for op in launches(separate)][-1] == "add"
+    op = "mul" if case in MULS else "add"
+    assert [launch.kernel.string_value() for launch in launches(separate)][-1] == op
     want = run(separate, args, interpreter)
     assert run(separate, args, native) == want
     for layout in layouts(case, storage):
@@ -163,15 +188,15 @@ def test_epilogue_gives_the_two_kernels_bits(case: str, storage: str, native: Na
             stated = {**layout, "epilogue": epilogue}
             module = compile_case(case, storage, stated)
             names = [op.kernel.string_value() for op in launches(module)]
-            product = "dot" if case in ("bias_after", "bias_before", "constant_along_j") else "ein"
+            product = "ein" if case in NT or "values" in case or case == "outer_and_i" else "dot"
             if epilogue:
-                assert names[-1] == f"{product}+add" and "add" not in names, names
+                assert names[-1] == f"{product}+{op}" and op not in names, names
                 assert len(names) == len(launches(separate)) + (1 if layout.get("pack") else 0) - 1
-                (fused,) = [k for k in kernels(module) if k.sym_name.data == f"{product}+add"]
+                (fused,) = [k for k in kernels(module) if k.sym_name.data == f"{product}+{op}"]
                 assert fused.site.data == f"{case}/%0"
                 assert launches(module)[-1].attributes["site"].data == f"{case}/%0"  # type: ignore[attr-defined]
             else:
-                assert names[-1] == "add"
+                assert names[-1] == op
             assert run(module, args, interpreter) == want, f"interpreter, {stated}"
             assert run(module, args, native) == want, f"native, {stated}"
 

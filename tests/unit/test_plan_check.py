@@ -3,7 +3,7 @@
 The seed (§"Well-formedness"): before anything runs, every nest a plan names
 exists and is a nest, and states only decisions its kind has, with values
 in their domains (§"The layout decisions", the table); an epilogue only on a
-contraction whose value one add alone reads, launched by itself, of the
+contraction whose value one add (beyond the seed: or mul) alone reads, launched by itself, of the
 product's storage type, and not the function's result. A violation is
 E7002 (E7001 for the realization), never ignored and never another
 exception.
@@ -54,7 +54,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
 from presk.diagnostics import PreskError
-from presk.dialects.psk_core_types import TensorType
+from presk.dialects.psk_core_types import RealType, TensorType
 from presk.dialects.psk_realize import SiteOp
 from presk.ir.context import presk_context
 from presk.ir.names import binding_names
@@ -252,19 +252,20 @@ def _uses(op: Operation) -> list[tuple[Operation, int]]:
 
 
 def epilogue_ok(site: SiteOp, storage_of: Callable[[str], str]) -> bool:
-    """The seed's conditions on the product whose nest states "epilogue": true."""
+    """The seed's conditions on the product whose nest states "epilogue": true; beyond the seed, a mul may take
+    the add's place, its other operand a tensor or a real."""
     uses = _uses(site)
     if len(uses) != 1:
         return False
     add, index = uses[0]
     group = add.parent_op()
-    if add.name != "psk_core.add" or group is None or group.name != "psk_realize.group":
+    if add.name not in ("psk_core.add", "psk_core.mul") or group is None or group.name != "psk_realize.group":
         return False
     members = [op for op in group.body.block.ops if op.name != "psk_realize.yield"]  # type: ignore[attr-defined]
     other = add.operands[1 - index]
     return (
         len(members) == 1
-        and isinstance(other.type, TensorType)
+        and (isinstance(other.type, TensorType) or (add.name == "psk_core.mul" and isinstance(other.type, RealType)))
         and add.results[0].type == site.results[0].type
         and storage_of(site.site_name) == storage_of(group.site_name)  # type: ignore[attr-defined]
     )

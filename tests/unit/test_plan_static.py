@@ -286,12 +286,13 @@ def test_written_plan_runs_natively_with_the_defaults_bits(tmp_path: Path, capsy
     assert_same_bits(plan, "twice", tmp_path, capsys)
 
 
-def assert_same_bits(plan: Path, entry: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def assert_same_bits(plan: Path, entry: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                     source: Path = TWO_DOTS) -> None:  # fmt: skip
     """`presk run --plan @plan --backend native` gives the bits of `--realize f32`: every point is exact."""
     outputs = {}
     for name, how in (("planned", ["--plan", f"@{plan}"]), ("default", ["--realize", "f32"])):
         target = tmp_path / f"{entry}-{name}.npz"
-        code, _, err = run_cli(["run", str(TWO_DOTS), "--entry", entry, "--dim", "B=4", *how,
+        code, _, err = run_cli(["run", str(source), "--entry", entry, "--dim", "B=4", *how,
                                 "--backend", "native", "--output", str(target)], capsys)  # fmt: skip
         assert code == 0, err
         with np.load(target) as data:
@@ -313,6 +314,57 @@ def test_attention_plan_packs_and_keeps_the_bits(tmp_path: Path, capsys: pytest.
     if target_machine().lane_widths("f32"):
         assert layout["attend/%0"]["pack"] is True and layout["attend/%0"]["lanes"] > 1
     assert_same_bits(plan, "attend", tmp_path, capsys)
+
+
+EPILOGUES = """
+!Q = !psk_core.tensor<[batch: B, seq: 8, hd: 16]>
+!K = !psk_core.tensor<[batch: B, seq2: 8, hd: 16]>
+!S = !psk_core.tensor<[batch: B, seq: 8, seq2: 8]>
+!X = !psk_core.tensor<[batch: B, embed: 16]>
+!W = !psk_core.tensor<[embed: 16, hidden: 64]>
+!H = !psk_core.tensor<[batch: B, hidden: 64]>
+!Bias = !psk_core.tensor<[hidden: 64]>
+!R = !psk_core.real
+
+func.func @scores(%q: !Q, %k: !K, %c: !R) -> !S {
+  %0 = psk_core.ein %q[batch, seq, hd], %k[batch, seq2, hd] : !S
+  %1 = psk_core.mul %0, %c : !S
+  %2 = psk_core.softmax %1 [seq2] : !S
+  func.return %2 : !S
+}
+
+func.func @read_twice(%x: !X, %w: !W, %b: !Bias) -> (!H, !H) {
+  %0 = psk_core.dot %x, %w : !H
+  %1 = psk_core.add %0, %b : !H
+  %2 = psk_core.exp %0 : !H
+  func.return %1, %2 : !H, !H
+}
+"""
+"""Attention's scores times their scale (a mul alone reads the product), and a product two ops read."""
+
+
+def test_the_plan_states_an_epilogue_where_the_product_can_take_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`presk plan` states `"epilogue": true` on a product one add or mul alone reads, never elsewhere, and
+    the folded kernel keeps the bits of the two separate ones."""
+    source = tmp_path / "epilogues.mlir"
+    source.write_text(EPILOGUES)
+    profile = write_profile(tmp_path / "p.json", load_dominated())
+    layouts = {}
+    for entry in ("scores", "read_twice"):
+        plan = tmp_path / f"{entry}.json"
+        code, out, err = run_cli(["plan", str(source), "--entry", entry, "--dim", "B=4", "--realize", "f32",
+                                  "--profile", str(profile), "-o", str(plan)], capsys)  # fmt: skip
+        assert code == 0, err
+        layouts[entry] = json.loads(plan.read_text())["layout"]
+        assert_same_bits(plan, entry, tmp_path, capsys, source)
+    assert layouts["scores"]["scores/%0"]["epilogue"] is True
+    assert "epilogue" not in layouts["read_twice"]["read_twice/%0"]
+    code, out, err = run_cli(["dump", str(source), "--entry", "scores", "--dim", "B=4", "--stage", "kernel",
+                              "--plan", f"@{tmp_path / 'scores.json'}"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert "psk_kernel.kernel @\"ein+mul\"" in out and "launch @mul" not in out
 
 
 SCALED_SOFTMAX = """

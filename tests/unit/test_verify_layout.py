@@ -597,7 +597,7 @@ def test_the_epilogue_evaluates_the_structural_conditions_again() -> None:
     # A second reader, added after the first check: the second check refuses the epilogue.
     site.parent_block().insert_op_after(core.ExpOp(site.result), site)
     assert refused(site) == LayoutViolation(
-        "epilogue", "epilogue", "the product's value has 2 readers; an epilogue needs one add alone to read it"
+        "epilogue", "epilogue", "the product's value has 2 readers; an epilogue needs one add or mul alone to read it"
     )
 
 

@@ -18,7 +18,7 @@ psk_kernel.host @f(%0: memref<4x8xf32>, %1: memref<8x16xf32>) -> (memref<4x16xf3
 // -----
 
 // the product is read by a kernel that is not a lone addition
-// expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is read by another launch than its add}}
+// expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is read by another launch than its add or mul}}
 psk_kernel.kernel @dot(%0: memref<4x8xf32>, %1: memref<8x16xf32>, %2: memref<4x16xf32>) "f/%0" attributes {layout = #psk_realize.layout<epilogue = true, default(form = "tiled", tile = [1, 8])>} {
   psk_kernel.contract %0, %1 -> %2 {outer = [], i = "i", j = "j", k = "k", lhs_axes = ["i", "k"], rhs_axes = ["k", "j"], out_axes = ["i", "j"], arith_type = f32} : memref<4x8xf32>, memref<8x16xf32> -> memref<4x16xf32>
 }

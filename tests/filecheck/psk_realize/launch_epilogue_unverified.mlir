@@ -94,7 +94,7 @@ func.func @f(%a: !A, %w: !W, %m: !T) -> !O {
 !O = !psk_core.tensor<[i: 4, j: 16]>
 !Bj = !psk_core.tensor<[j: 16]>
 func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O, !O) {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the epilogue's condition: the product's value has 2 readers; an epilogue needs one add alone to read it}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the epilogue's condition: the product's value has 2 readers; an epilogue needs one add or mul alone to read it}}
   %0 = psk_realize.nest "f/%0" realize <f32, f32> layout <epilogue = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O

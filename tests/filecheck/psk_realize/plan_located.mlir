@@ -84,7 +84,7 @@ func.func @fused(%a: !A, %w: !W, %b: !B) -> !O {
 
 // Two readers of the product.
 func.func @twice(%a: !A, %w: !W, %b: !B) -> (!O, !O) {
-  // EPILOGUE-TWICE: plan_located.mlir:[[# @LINE + 1]]:3: error: E7002: {{.*}}Inputs/located_epilogue_twice.json: nest "twice/%0", decision "epilogue": the product's value has 2 readers; an epilogue needs one add alone to read it
+  // EPILOGUE-TWICE: plan_located.mlir:[[# @LINE + 1]]:3: error: E7002: {{.*}}Inputs/located_epilogue_twice.json: nest "twice/%0", decision "epilogue": the product's value has 2 readers; an epilogue needs one add or mul alone to read it
   %0 = psk_core.dot %a, %w : !O
   %1 = psk_core.add %0, %b : !O
   %2 = psk_core.mul %0, %b : !O

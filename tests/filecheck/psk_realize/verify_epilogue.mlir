@@ -5,8 +5,10 @@
 // add alone reads, that add launched by itself (a group of its own), adding
 // a tensor that does not widen the product's output, realized in the
 // product's storage type; and the product is not the function's result.
-// First the accepted forms (dot, NT scores with a mask, NN values with a
-// residual, either operand order), then one chunk per violated condition.
+// Beyond the seed, a mul may take the add's place, its other operand a
+// tensor or a real (attention's scores times their scale). First the
+// accepted forms (dot, NT scores with a mask, NN values with a residual,
+// either operand order, the muls), then one chunk per violated condition.
 // The epilogue's value outside true/false is in verify_domains.mlir.
 
 // accepted: a bias along J after a dot
@@ -21,6 +23,44 @@ func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O) {
   }
   %1 = psk_realize.group "f/%1" : !O {
     %1 = psk_core.add %0, %b : !O
+    psk_realize.yield %1 : !O
+  }
+  func.return %1 : !O
+}
+
+// -----
+
+// accepted: a mul by a tensor along J after a dot
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+!Bj = !psk_core.tensor<[j: 16]>
+func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O) {
+  %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  %1 = psk_realize.group "f/%1" : !O {
+    %1 = psk_core.mul %0, %b : !O
+    psk_realize.yield %1 : !O
+  }
+  func.return %1 : !O
+}
+
+// -----
+
+// accepted: a real times a dot (the real is no tensor, which only an add refuses)
+!A = !psk_core.tensor<[i: 4, k: 8]>
+!W = !psk_core.tensor<[k: 8, j: 16]>
+!O = !psk_core.tensor<[i: 4, j: 16]>
+!R = !psk_core.real
+func.func @f(%a: !A, %w: !W, %c: !R) -> (!O) {
+  %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
+    %0 = psk_core.dot %a, %w : !O
+    psk_realize.yield %0 : !O
+  }
+  %1 = psk_realize.group "f/%1" : !O {
+    %1 = psk_core.mul %c, %0 : !O
     psk_realize.yield %1 : !O
   }
   func.return %1 : !O
@@ -161,7 +201,7 @@ func.func @f(%a: !A, %w: !W) -> (!O, !O) {
 !O = !psk_core.tensor<[i: 4, j: 16]>
 !Bj = !psk_core.tensor<[j: 16]>
 func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O, !O) {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value has 2 readers; an epilogue needs one add alone to read it}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value has 2 readers; an epilogue needs one add or mul alone to read it}}
   %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -185,7 +225,7 @@ func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O, !O) {
 !O = !psk_core.tensor<[i: 4, j: 16]>
 !Bj = !psk_core.tensor<[j: 16]>
 func.func @f(%a: !A, %w: !W) -> (!O) {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value has 2 readers; an epilogue needs one add alone to read it}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value has 2 readers; an epilogue needs one add or mul alone to read it}}
   %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -205,7 +245,7 @@ func.func @f(%a: !A, %w: !W) -> (!O) {
 !O = !psk_core.tensor<[i: 4, j: 16]>
 !Bj = !psk_core.tensor<[j: 16]>
 func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O, !O, !O) {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value has 3 readers; an epilogue needs one add alone to read it}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value has 3 readers; an epilogue needs one add or mul alone to read it}}
   %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -233,7 +273,7 @@ func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O, !O, !O) {
 !O = !psk_core.tensor<[i: 4, j: 16]>
 !Bj = !psk_core.tensor<[j: 16]>
 func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!Bj) {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value has 0 readers; an epilogue needs one add alone to read it}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value has 0 readers; an epilogue needs one add or mul alone to read it}}
   %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -243,19 +283,19 @@ func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!Bj) {
 
 // -----
 
-// read by a mul, not an add
+// read by a div, neither an add nor a mul
 !A = !psk_core.tensor<[i: 4, k: 8]>
 !W = !psk_core.tensor<[k: 8, j: 16]>
 !O = !psk_core.tensor<[i: 4, j: 16]>
 !Bj = !psk_core.tensor<[j: 16]>
 func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O) {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is read by psk_core.mul, not by an add}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is read by psk_core.div, not by an add or a mul}}
   %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
   }
   %1 = psk_realize.group "f/%1" : !O {
-    %1 = psk_core.mul %0, %b : !O
+    %1 = psk_core.div %0, %b : !O
     psk_realize.yield %1 : !O
   }
   func.return %1 : !O
@@ -269,7 +309,7 @@ func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O) {
 !O = !psk_core.tensor<[i: 4, j: 16]>
 !Bj = !psk_core.tensor<[j: 16]>
 func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O) {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is read by psk_core.sub, not by an add}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is read by psk_core.sub, not by an add or a mul}}
   %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -289,7 +329,7 @@ func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O) {
 !O = !psk_core.tensor<[i: 4, j: 16]>
 !Bj = !psk_core.tensor<[j: 16]>
 func.func @f(%a: !A, %w: !W) -> (!O) {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is read by psk_core.softmax, not by an add}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is read by psk_core.softmax, not by an add or a mul}}
   %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -309,7 +349,7 @@ func.func @f(%a: !A, %w: !W) -> (!O) {
 !O = !psk_core.tensor<[i: 4, j: 16]>
 !Bj = !psk_core.tensor<[j: 16]>
 func.func @f(%a: !A, %w: !W) -> (!O) {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is read by func.call, not by an add}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is read by func.call, not by an add or a mul}}
   %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -496,7 +536,7 @@ func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O) {
 !O = !psk_core.tensor<[i: 4, j: 16]>
 !Bj = !psk_core.tensor<[j: 16]>
 func.func @f(%a: !A, %w: !W) -> (!O) {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is the function's result, which its own kernel must store; an epilogue needs one add alone to read it}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is the function's result, which its own kernel must store; an epilogue needs one add or mul alone to read it}}
   %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
@@ -512,7 +552,7 @@ func.func @f(%a: !A, %w: !W) -> (!O) {
 !O = !psk_core.tensor<[i: 4, j: 16]>
 !Bj = !psk_core.tensor<[j: 16]>
 func.func @f(%a: !A, %w: !W, %b: !Bj) -> (!O, !O) {
-  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is the function's result, which its own kernel must store; an epilogue needs one add alone to read it}}
+  // expected-error @+1 {{E7002: nest "f/%0", decision "epilogue": the product's value is the function's result, which its own kernel must store; an epilogue needs one add or mul alone to read it}}
   %0 = psk_realize.nest "f/%0" layout <epilogue = true> : !O {
     %0 = psk_core.dot %a, %w : !O
     psk_realize.yield %0 : !O
