@@ -12,16 +12,17 @@ index its load, and rewrites the two launches into one of a new kernel
 `<name>+add` (`<name>+mul`) whose `contract` has the other operand as its
 `addend` and the operation as its `epilogue_op`: `psk-tile` adds it to (or
 multiplies it into) each finished sum (under a k-block, after the last
-block; in the row-wise form in one more sweep; in bf16 after the sum is rounded to the storage
-type and read back, as the separate kernels do). The product's buffer and
-the kernels no launch uses any more disappear.
+block; in the row-wise form in one more sweep; in bf16 after the sum is
+rounded to the storage type and read back, as the separate kernels do).
+The product's buffer and the kernels no launch uses any more disappear.
 
 The seed's conditions are checked here on the launches, with E7002 naming
-the product's nest: its value has one reader, which is that addition (multiplication); it
-is no result of the entry; that kernel stores the product's storage type; and
-with lanes, the other operand runs along J innermost or not at all. (The
-plan's check, `psk-verify-layout`, refuses most of these earlier, on the
-program; this is the guard at the level where the fold happens.)
+the product's nest: its value has one reader, which is that addition (or
+multiplication); it is no result of the entry; that kernel stores the
+product's storage type; and with lanes, the other operand runs along J
+innermost or not at all. (The plan's check, `psk-verify-layout`, refuses
+most of these earlier, on the program; this is the guard at the level where
+the fold happens.)
 """
 
 from __future__ import annotations
