@@ -211,19 +211,38 @@ def emit_divide(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
 def emit_exp(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """e**x (overflow to +inf, underflow through subnormals to +0).
 
-    A vector whose every lane lies in [`exp_normal_from`, `exp_normal_to`]
-    takes `exp_in_normal_range` (no clamps, no NaN, no subnormal path, one
-    scaling product: a softmax's exponentials, all of them but far below
-    their row's maximum); a vector with a lane outside, or NaN, calls the
-    whole method, out of line: the same bits either way. Out of line
-    (`noinline`, `cold`), its constants stay out of the caller's registers.
+    A vector whose every lane lies in [`exp_normal_from`, `exp_normal_to`],
+    or below the format's `exp_lo`, takes `exp_in_normal_range` (no clamps,
+    no NaN, no subnormal path, one scaling product: a softmax's
+    exponentials) with +0 in the lanes below `exp_lo`; a vector with a lane
+    between `exp_lo` and the normal range, above it, or NaN, calls the whole
+    method, out of line. The bits are the same either way: the whole method
+    clamps a lane below `exp_lo` to `exp_lo`, whose exponential it rounds to
+    +0 (`tests/unit/test_mathlib.py`), and the normal range's are
+    `exp_in_normal_range`'s. Out of line (`noinline`, `cold`), its constants
+    stay out of the caller's registers.
+
+    The lanes below `exp_lo` take the quick form for a softmax of a wide row
+    (scores of a large spread, as a model at its initial weights has): most
+    of its exponentials lie far below the maximum and round to 0, and a
+    vector holding one of them went to the whole method.
     """
     if not isinstance(x.type, ir.VectorType):
         return spec.exp(IROps(builder, x.type), x)
     fmt = spec.F32 if isinstance(x.type.element, ir.FloatType) else spec.F64
-    below = builder.fcmp_unordered("<", x, ir.Constant(x.type, [spec.exp_normal_from(fmt)] * x.type.count))
-    above = builder.fcmp_unordered(">", x, ir.Constant(x.type, [spec.exp_normal_to(fmt)] * x.type.count))
-    return branch_to_exact(builder, builder.or_(below, above), lambda b: spec.exp_in_normal_range(IROps(b, x.type), x),
+
+    def splat(value: float) -> ir.Constant:
+        return ir.Constant(x.type, [value] * x.type.count)
+
+    zero_lanes = builder.fcmp_ordered("<", x, splat(fmt.exp_lo))
+    below = builder.and_(builder.fcmp_unordered("<", x, splat(spec.exp_normal_from(fmt))), builder.not_(zero_lanes))
+    above = builder.fcmp_unordered(">", x, splat(spec.exp_normal_to(fmt)))
+
+    def quick(b: ir.IRBuilder) -> ir.Value:
+        inside = b.select(zero_lanes, splat(0.0), x)  # a lane of the normal range, whose result is discarded
+        return b.select(zero_lanes, splat(0.0), spec.exp_in_normal_range(IROps(b, x.type), inside))
+
+    return branch_to_exact(builder, builder.or_(below, above), quick,
                            "presk.exp.exact", [x], lambda b, a: spec.exp(IROps(b, a[0].type), a[0]))  # fmt: skip
 
 

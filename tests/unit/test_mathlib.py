@@ -201,6 +201,26 @@ def test_exp_in_its_normal_range_is_exp_s_bits(dtype: type) -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_exp_below_exp_lo_is_plus_zero_and_vectors_of_zeros_and_normals_agree(native: Native, dtype: type) -> None:
+    """The vectors' quick form gives +0 in lanes below the format's `exp_lo`: the whole method clamps such a
+    lane to `exp_lo` and rounds its exponential to +0. Vectors mixing those lanes with the normal range only
+    (a wide softmax row's) take the quick form, and give the twin's bits."""
+    fmt = FMT[dtype]
+    ops = twin.NumpyOps(dtype)
+    lo = dtype(fmt.exp_lo)
+    at_lo = exp(ops, np.array([lo], dtype=dtype))
+    assert at_lo[0] == 0.0 and not np.signbit(at_lo[0])
+    rng = np.random.default_rng(11)
+    below = np.concatenate([[np.nextafter(lo, dtype(-np.inf)), -np.inf, lo * 10], rng.uniform(4 * lo, lo, 5_000)])
+    normal = rng.uniform(exp_normal_from(fmt), exp_normal_to(fmt), below.size)
+    mixed = np.where(rng.random(below.size) < 0.7, below, normal).astype(dtype)
+    expected = twin.FUNCTIONS["exp"](mixed)
+    assert (expected[mixed < lo] == 0.0).all() and not np.signbit(expected[mixed < lo]).any()
+    for lanes in LANES[dtype]:
+        assert_same_bits(native("exp", mixed, lanes), expected, mixed, f"exp {np.dtype(dtype).name} x{lanes}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 @pytest.mark.parametrize("fn", ("tanh", "erf"))
 def test_odd_functions_are_exactly_odd(native: Native, fn: str, dtype: type) -> None:
     """On the native vector kernel (the same bits as the twin, tested above)."""
