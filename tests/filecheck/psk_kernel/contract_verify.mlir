@@ -31,3 +31,11 @@ psk_kernel.kernel @dot(%0: memref<4x8xf32>, %1: memref<2x8x8xf32>, %2: memref<4x
 psk_kernel.kernel @dot(%0: memref<4x8xf32>, %1: memref<1x16x8xf32>, %2: memref<4x16xf32>) "f/%0" {
   psk_kernel.contract %0, %1 -> %2 {outer = [], i = "i", j = "j", k = "k", lhs_axes = ["i", "k"], rhs_axes = ["j", "k"], out_axes = ["i", "j"], arith_type = f32, nt, rhs_block = 8 : i64} : memref<4x8xf32>, memref<1x16x8xf32> -> memref<4x16xf32>
 }
+
+// -----
+
+// An epilogue adds or multiplies, nothing else.
+// CHECK: contract_verify.mlir:[[# @LINE + 2]]:3: error: E2001: epilogue_op is one of add, mul, not 'div'
+psk_kernel.kernel @dot(%0: memref<4x8xf32>, %1: memref<8x16xf32>, %2: memref<4x16xf32>) "f/%0" {
+  psk_kernel.contract %0, %1 -> %2 {outer = [], i = "i", j = "j", k = "k", lhs_axes = ["i", "k"], rhs_axes = ["k", "j"], out_axes = ["i", "j"], arith_type = f32, addend_literal = 2.0 : f32, epilogue_op = "div"} : memref<4x8xf32>, memref<8x16xf32> -> memref<4x16xf32>
+}
