@@ -478,17 +478,17 @@ def epilogue_violation(nest: NestOp) -> str | None:
         return "the product's value is the function's result, which its own kernel must store; an epilogue needs one add or mul alone to read it"
     if len(uses) != 1:
         return f"the product's value has {len(uses)} readers; an epilogue needs one add or mul alone to read it"
-    add = uses[0].operation
-    group = add.parent_op()
-    if not isinstance(add, core.AddOp | core.MulOp) or not isinstance(group, GroupOp):
-        return f"the product's value is read by {add.name}, not by an add or a mul"
-    what = "add" if isinstance(add, core.AddOp) else "mul"
+    reader = uses[0].operation
+    group = reader.parent_op()
+    if not isinstance(reader, core.AddOp | core.MulOp) or not isinstance(group, GroupOp):
+        return f"the product's value is read by {reader.name}, not by an add or a mul"
+    what = "add" if isinstance(reader, core.AddOp) else "mul"
     if len(group.members) != 1:
         return f"the {what} that reads the product is fused into group \"{group.site_name}\" of {len(group.members)} members, so it does not launch by itself"
-    other = add.operands[1 - uses[0].index]
+    other = reader.operands[1 - uses[0].index]
     if what == "add" and not isinstance(other.type, core.TensorType):
         return "the add's other operand is a real, not a tensor"
-    if add.results[0].type != nest.result.type:
+    if reader.results[0].type != nest.result.type:
         return f"the {what}'s other operand widens the product's output (its result type is not the product's)"
     if nest.realization is not None and group.realization is not None:
         if nest.realization.storage_name != group.realization.storage_name:

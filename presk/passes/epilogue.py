@@ -100,15 +100,15 @@ def read_lone_op(k: kernel.KernelOp, product_arg: int) -> LoneOp | None:
     arithmetic = [op for op in block.ops if type(op) in _OPS]
     if len(stores) != 1 or len(arithmetic) != 1:
         return None
-    store, add = stores[0], arithmetic[0]
+    store, combine = stores[0], arithmetic[0]
     args = k.body.block.args
     out = args[-1]
     if store.memref != out or list(store.indices) != ivs:
         return None
     stored = store.value.owner
-    if stored is not add and not (isinstance(stored, arith.TruncFOp) and stored.input.owner is add):
+    if stored is not combine and not (isinstance(stored, arith.TruncFOp) and stored.input.owner is combine):
         return None
-    sources = [_loaded(add.lhs), _loaded(add.rhs)]
+    sources = [_loaded(combine.lhs), _loaded(combine.rhs)]
     if any(s is None for s in sources):
         return None
     sides = [
@@ -121,12 +121,12 @@ def read_lone_op(k: kernel.KernelOp, product_arg: int) -> LoneOp | None:
     other = sources[1 if first else 0]
     assert out.type is not None and isinstance(out.type, MemRefType)
     if isinstance(other, arith.ConstantOp):
-        return LoneOp(_OPS[type(add)], first, None, (), other.value.value.data, out.type)  # type: ignore[union-attr]
+        return LoneOp(_OPS[type(combine)], first, None, (), other.value.value.data, out.type)  # type: ignore[union-attr]
     assert isinstance(other, memref.LoadOp)
     if other.memref not in args or any(index not in ivs for index in other.indices):
         return None
     axes = tuple(ivs.index(index) for index in other.indices)
-    return LoneOp(_OPS[type(add)], first, args.index(other.memref), axes, None, out.type)  # type: ignore[arg-type]
+    return LoneOp(_OPS[type(combine)], first, args.index(other.memref), axes, None, out.type)  # type: ignore[arg-type]
 
 
 @dataclass

@@ -141,12 +141,17 @@ class Isolated:
 
     def violation(self, point: Point, machine: Machine) -> LayoutViolation | None:
         """The first condition `point` breaks at this shape (the second check, `psk-verify-layout`)."""
-        original = self.site.layout
-        self.site.layout = LayoutAttr(point)
-        try:
-            return layout_violation(self.site, {}, machine)
-        finally:
-            self.site.layout = original
+        return violation_at(self.site, point, machine)
+
+
+def violation_at(site: NestOp, point: Point, machine: Machine) -> LayoutViolation | None:
+    """The first condition `point` breaks on `site` (its sizes bound), the site's own layout left as it was."""
+    original = site.layout
+    site.layout = LayoutAttr(point)
+    try:
+        return layout_violation(site, {}, machine)
+    finally:
+        site.layout = original
 
 
 def _axes(t: Any) -> str:
@@ -221,13 +226,7 @@ def with_epilogue(nest: Nest, point: Point, machine: Machine) -> Point:
     if nest.kind != "contraction" or site is None or point.get("epilogue") is not None:
         return point
     candidate: Point = {**point, "epilogue": True}
-    original = site.layout
-    site.layout = LayoutAttr(candidate)
-    try:
-        refused = layout_violation(site, {}, machine)
-    finally:
-        site.layout = original
-    return point if refused is not None else candidate
+    return point if violation_at(site, candidate, machine) is not None else candidate
 
 
 def _element_name(t: MemRefType) -> str:
