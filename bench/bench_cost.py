@@ -2,6 +2,8 @@
 
     python bench/bench_cost.py --profile P.json                  # the corpus table, f32 and f64
     python bench/bench_cost.py --profile P.json --dtypes f32 --rounds 5
+    python bench/bench_cost.py --profile P.json --no-fuse         # every primitive its own kernel
+    python bench/bench_cost.py --profile P.json --against Q.json  # two profiles on the same timings
     python bench/bench_cost.py --profile P.json --speed           # only the cost of one prediction
 
 For every corpus entry below, in each type, `presk bench FILE --entry E
@@ -14,6 +16,20 @@ model. The profile is fitted on the calibration space only
 thin products and five small nests at their own shapes: none of these
 entries or their shapes is in it, so the table is a test of the model,
 not of its fit.
+
+`--no-fuse` launches every primitive by itself (`presk bench --no-fuse`):
+fusion leaves some entries with one or two kernels (the layer norm is one
+kernel, the MLP two), where a rank correlation says nothing; unfused, each
+entry has tens of kernels to rank, as the seed's table had.
+
+`--against Q.json` compares two profiles (two fits, forms or rule sets) on
+one measurement: each entry's kernels are timed once (as a calibration
+times them: every launch, the first dropped, the median of at least 9
+calls and 0.3 s) and priced by both. Two runs of the table above time the
+kernels twice, and the kernels of a few microseconds move between runs by
+more than two models differ (W alone, which no profile touches, moved by
+up to 0.4 on the unfused layer norm): ranked on the same times, what
+differs is the models.
 
 `--speed` times, on a GEMM kernel of each register tile the calibration uses,
 the three steps of pricing one layout point: lowering it (`presk.pipeline.lower`),
@@ -32,6 +48,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,13 +70,16 @@ SPEARMAN = re.compile(r"Spearman against the measured times: counts (\S+), work 
 PRICED = re.compile(r"@\S+: (\d+) kernels priced")
 
 
-def judge(profile: str, path: str, entry: str, sizes: tuple[str, ...], dtype: str, rounds: int) -> tuple[int, list[str]]:
+def judge(
+    profile: str, path: str, entry: str, sizes: tuple[str, ...], dtype: str, rounds: int, fuse: bool = True
+) -> tuple[int, list[str]]:
     from presk.cli.main import main as presk
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = presk(["bench", str(ROOT / path), "--entry", entry, *sizes, "--realize", dtype,
-                      "--rounds", str(rounds), "--warmup", "1", "--profile", profile])  # fmt: skip
+                      "--rounds", str(rounds), "--warmup", "1", "--profile", profile,
+                      *([] if fuse else ["--no-fuse"])])  # fmt: skip
     text = out.getvalue()
     match, priced = SPEARMAN.search(text), PRICED.search(text)
     if code != 0 or match is None or priced is None:
@@ -66,14 +87,60 @@ def judge(profile: str, path: str, entry: str, sizes: tuple[str, ...], dtype: st
     return int(priced.group(1)), list(match.groups())
 
 
-def corpus_table(profile: str, dtypes: list[str], rounds: int) -> None:
+def corpus_table(profile: str, dtypes: list[str], rounds: int, fuse: bool = True) -> None:
     print("| program | entry | sizes | type | kernels | counts | W | model |")
     print("|---|---|---|---|---|---|---|---|")
     for path, entry, sizes in ENTRIES:
         for dtype in dtypes:
-            kernels, (counts, work, model) = judge(profile, path, entry, sizes, dtype, rounds)
+            kernels, (counts, work, model) = judge(profile, path, entry, sizes, dtype, rounds, fuse)
             shown = " ".join(s for s in sizes if not s.startswith("--"))
             print(f"| {path} | {entry} | {shown} | {dtype} | {kernels} | {counts} | {work} | {model} |", flush=True)
+
+
+def paired_table(profile: str, against: str, dtypes: list[str], fuse: bool = True) -> None:
+    """The corpus table with a column per profile, both ranking one timing of each entry's kernels (`--against`)."""
+    from presk.cli.backends import compile_entry, make_runner
+    from presk.cli.program import load_program, plan_of
+    from presk.cli.source import read_input
+    from presk.cost.fit import spearman
+    from presk.cost.models import predict_many
+    from presk.cost.profile import load_profile
+    from presk.cost.quantities import kernel_terms
+    from presk.dialects.psk_kernel import KernelOp
+    from presk.interp.inputs import make_inputs
+    from presk.ir.calls import find_entry
+    from presk.cost.terms import MachineDesc
+    from presk.jit.executor import flatten_inputs
+    from presk.target import target_machine
+    from presk.tuning.calibration import kernel_samples
+
+    profiles = [load_profile(profile), load_profile(against)]
+    runner = make_runner("native", None)
+    print(f"| program | entry | sizes | type | kernels | counts | W | {Path(profile).name} | {Path(against).name} |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for path, entry, sizes in ENTRIES:
+        dims = [sizes[i + 1] for i in range(0, len(sizes), 2) if sizes[i] == "--dim"]
+        consts = [sizes[i + 1] for i in range(0, len(sizes), 2) if sizes[i] == "--const"]
+        for dtype in dtypes:
+            program = load_program(read_input(str(ROOT / path)), dims, consts, entries=[entry])
+            kernels = compile_entry(program, entry, plan_of(dtype, None), fuse=fuse)
+            leaves = flatten_inputs(make_inputs(find_entry(program.parsed.module, entry), program.env, 0))
+            desc = profiles[0].machine_desc or MachineDesc.of(target_machine())
+            samples = kernel_samples(kernels, leaves, runner, desc, {}, min_calls=9, min_seconds=0.3, max_calls=41,
+                                     rules=[",".join(sorted(profiles[0].rules))])  # fmt: skip
+            named = {k.sym_name.data: k for k in kernels.body.block.ops if isinstance(k, KernelOp)}
+            measured = np.array([s.seconds for s in samples])
+            figures = [spearman(np.array([s.counts for s in samples], dtype=float), measured),
+                       spearman(np.array([next(iter(s.terms.values())).work for s in samples]), measured)]
+            for p in profiles:
+                constants = p.layout or p.roofline
+                assert constants is not None
+                d = p.machine_desc or MachineDesc.of(target_machine())
+                terms = [kernel_terms(named[s.extra["kernel"]], d, s.extra["workers"], frozenset(p.rules)) for s in samples]
+                figures.append(spearman(predict_many(constants, terms), measured))
+            shown = " ".join(s for s in sizes if not s.startswith("--"))
+            cells = " | ".join("n/a" if np.isnan(f) else f"{f:.3f}" for f in figures)
+            print(f"| {path} | {entry} | {shown} | {dtype} | {len(samples)} | {cells} |", flush=True)
 
 
 def _median_seconds(action, repeat: int) -> float:
@@ -128,6 +195,8 @@ def main() -> None:
     parser.add_argument("--profile", required=True, help="a fitted profile (presk bench --calibrate ... --space calib)")
     parser.add_argument("--dtypes", default="f32,f64", help="comma-separated realizations (default f32,f64)")
     parser.add_argument("--rounds", type=int, default=5, help="timed calls of each entry (default 5)")
+    parser.add_argument("--no-fuse", action="store_true", help="launch every primitive by itself (presk bench --no-fuse)")
+    parser.add_argument("--against", metavar="Q.json", help="a second profile, priced on the same timings")
     parser.add_argument("--speed", action="store_true", help="only the cost of pricing one layout point")
     parser.add_argument("--repeat", type=int, default=50, help="repetitions of each --speed measurement")
     args = parser.parse_args()
@@ -135,7 +204,11 @@ def main() -> None:
     if args.speed:
         speed(args.profile, args.repeat)
         return
-    corpus_table(args.profile, [d.strip() for d in args.dtypes.split(",") if d.strip()], args.rounds)
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    if args.against:
+        paired_table(args.profile, args.against, dtypes, not args.no_fuse)
+        return
+    corpus_table(args.profile, dtypes, args.rounds, not args.no_fuse)
 
 
 if __name__ == "__main__":
