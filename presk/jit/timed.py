@@ -23,6 +23,8 @@ class TimedRunner:
     def __init__(self, runner: Any) -> None:
         self.runner = runner
         self.samples: dict[str, list[float]] = defaultdict(list)
+        self.total_seconds = 0.0
+        """Every timed launch's seconds, summed: a caller's difference around one call is that call's kernels."""
         self.workers: dict[str, int] = {}
         self.kernels: dict[str, KernelOp] = {}
 
@@ -33,19 +35,23 @@ class TimedRunner:
         workers = getattr(call, "workers", None)
         self.workers[name] = workers() if callable(workers) else 1
         if hasattr(call, "bind") and hasattr(call, "launch"):
-            return _TimedLaunch(call, samples)
+            return _TimedLaunch(call, samples, self)
 
         def timed(arrays: Sequence[Any]) -> None:
             start = time.perf_counter()
             call(arrays)
-            samples.append(time.perf_counter() - start)
+            self.record(samples, time.perf_counter() - start)
 
         return timed
 
+    def record(self, samples: list[float], seconds: float) -> None:
+        samples.append(seconds)
+        self.total_seconds += seconds
+
 
 class _TimedLaunch:
-    def __init__(self, inner: Any, samples: list[float]) -> None:
-        self.inner, self.samples = inner, samples
+    def __init__(self, inner: Any, samples: list[float], runner: TimedRunner) -> None:
+        self.inner, self.samples, self.runner = inner, samples, runner
 
     def bind(self, arrays: Any, previous: Any = None) -> Any:
         return self.inner.bind(arrays, previous)
@@ -53,9 +59,9 @@ class _TimedLaunch:
     def launch(self, binding: Any) -> None:
         start = time.perf_counter()
         self.inner.launch(binding)
-        self.samples.append(time.perf_counter() - start)
+        self.runner.record(self.samples, time.perf_counter() - start)
 
     def __call__(self, arrays: Any) -> None:
         start = time.perf_counter()
         self.inner(arrays)
-        self.samples.append(time.perf_counter() - start)
+        self.runner.record(self.samples, time.perf_counter() - start)

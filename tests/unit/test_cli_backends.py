@@ -80,3 +80,42 @@ def test_bench_reports_every_kernel_and_the_host() -> None:
     assert status == 0, err
     assert "@LayerNorm.apply: native backend" in out
     assert "per launch" in out and "| mean+sub+pow+mean_1+sqrt+add |" in out
+
+
+def test_the_host_s_time_is_measured_within_each_call(tmp_path: Path) -> None:
+    """A product of about two milliseconds and its pack, two launches a call: the host's own time, each call's
+    time less its launches', is microseconds a launch, whatever the calls' spread."""
+    import re
+
+    plan = tmp_path / "plan.json"  # one lane: legal on every machine; packed: two launches
+    plan.write_text('{"realization": "f32", "layout": {"matmul/%0": {"tile": [1, 8], "lanes": 1, "order": "IJ", '
+                    '"pack": true}}}')
+    status, out, err = run("bench", str(ROOT / "bench" / "programs" / "matmul.mlir"), "--entry", "matmul",
+                           "--dim", "M=256", "--dim", "K=256", "--dim", "J=256", "--plan", f"@{plan}",
+                           "--threads", "1", "--rounds", "7", "--warmup", "1")  # fmt: skip
+    assert status == 0, err
+    launches = int(re.search(r"native backend, (\d+) launches", out).group(1))
+    call_ms = float(re.search(r"median of 7 calls ([\d.]+) ms", out).group(1))
+    host = re.search(r"outside kernels: ([\d.]+) ms \((\d+)%\), ([\d.]+) µs per launch", out)
+    assert host is not None, out
+    assert launches == 2 and call_ms > 1.0
+    assert float(host.group(3)) < 150.0, out  # a launch's host work is microseconds
+
+
+def test_a_timed_runner_sums_what_it_timed() -> None:
+    from presk.cli.backends import compile_entry, make_runner
+    from presk.cli.program import load_program, plan_of
+    from presk.interp.inputs import make_inputs
+    from presk.ir.calls import find_entry
+    from presk.jit.executor import HostProgram, flatten_inputs
+    from presk.jit.timed import TimedRunner
+
+    program = load_program(LAYERNORM, ["B=2", "T=4"], [], entries=["LayerNorm.apply"])
+    kernels = compile_entry(program, "LayerNorm.apply", plan_of("f32", None), fuse=False)
+    timed = TimedRunner(make_runner("kernel"))
+    host = HostProgram(kernels, timed)
+    leaves = host.prepare_inputs(flatten_inputs(make_inputs(find_entry(program.parsed.module, "LayerNorm.apply"), program.env, 0)))
+    host(leaves)
+    host(leaves)
+    assert len(timed.samples) > 3 and all(len(xs) == 2 for xs in timed.samples.values())
+    assert timed.total_seconds == pytest.approx(sum(sum(xs) for xs in timed.samples.values()), rel=1e-12)
