@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -85,8 +86,6 @@ def test_bench_reports_every_kernel_and_the_host() -> None:
 def test_the_host_s_time_is_measured_within_each_call(tmp_path: Path) -> None:
     """A product of about two milliseconds and its pack, two launches a call: the host's own time, each call's
     time less its launches', is microseconds a launch, whatever the calls' spread."""
-    import re
-
     plan = tmp_path / "plan.json"  # one lane: legal on every machine; packed: two launches
     plan.write_text('{"realization": "f32", "layout": {"matmul/%0": {"tile": [1, 8], "lanes": 1, "order": "IJ", '
                     '"pack": true}}}')
@@ -95,14 +94,14 @@ def test_the_host_s_time_is_measured_within_each_call(tmp_path: Path) -> None:
                            "--threads", "1", "--rounds", "7", "--warmup", "1")  # fmt: skip
     assert status == 0, err
     launches = int(re.search(r"native backend, (\d+) launches", out).group(1))
-    call_ms = float(re.search(r"median of 7 calls ([\d.]+) ms", out).group(1))
     host = re.search(r"outside kernels: ([\d.]+) ms \((\d+)%\), ([\d.]+) µs per launch", out)
     assert host is not None, out
-    assert launches == 2 and call_ms > 1.0
+    assert launches == 2
     assert float(host.group(3)) < 150.0, out  # a launch's host work is microseconds
 
 
 def test_a_timed_runner_sums_what_it_timed() -> None:
+    """`total_seconds` is every sample it took, summed: what `presk bench` subtracts from a call's time."""
     from presk.cli.backends import compile_entry, make_runner
     from presk.cli.program import load_program, plan_of
     from presk.interp.inputs import make_inputs
