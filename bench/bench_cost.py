@@ -132,11 +132,13 @@ def paired_table(profile: str, against: str, dtypes: list[str], fuse: bool = Tru
             measured = np.array([s.seconds for s in samples])
             figures = [spearman(np.array([s.counts for s in samples], dtype=float), measured),
                        spearman(np.array([next(iter(s.terms.values())).work for s in samples]), measured)]
-            for p in profiles:
+            for i, p in enumerate(profiles):
                 constants = p.layout or p.roofline
                 assert constants is not None
                 d = p.machine_desc or MachineDesc.of(target_machine())
-                terms = [kernel_terms(named[s.extra["kernel"]], d, s.extra["workers"], frozenset(p.rules)) for s in samples]
+                terms = ([next(iter(s.terms.values())) for s in samples] if i == 0  # read with its desc and rules
+                         else [kernel_terms(named[s.extra["kernel"]], d, s.extra["workers"], frozenset(p.rules))
+                               for s in samples])  # fmt: skip
                 figures.append(spearman(predict_many(constants, terms), measured))
             shown = " ".join(s for s in sizes if not s.startswith("--"))
             cells = " | ".join("n/a" if np.isnan(f) else f"{f:.3f}" for f in figures)
