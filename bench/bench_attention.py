@@ -136,6 +136,7 @@ def _worker(args: argparse.Namespace) -> None:
     from presk.target import target_machine
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
+    from presk.jit.buffers import copy_on_a_line
     from presk.jit.executor import HostProgram
     from presk.jit.native import NativeRunner
     from presk.pipeline import lower
@@ -157,7 +158,8 @@ def _worker(args: argparse.Namespace) -> None:
     for ein in args.eins:
         spec, nest = EINS[ein]["spec"], EINS[ein]["nest"]
         k = HD if EINS[ein]["k"] == "hd" else t
-        x, y = (rng.standard_normal(s).astype(np.float32) for s in shapes[ein])
+        # On a cache line for every contender: the unpacked points' vector loads split lines off one.
+        x, y = (copy_on_a_line(rng.standard_normal(s).astype(np.float32)) for s in shapes[ein])
         flops = 2.0 * b * HEADS * t * (t if ein == "scores" else HD) * k
 
         def program(

@@ -112,7 +112,7 @@ def paired_table(profile: str, against: str, dtypes: list[str], fuse: bool = Tru
     from presk.cost.terms import MachineDesc
     from presk.jit.executor import flatten_inputs
     from presk.target import target_machine
-    from presk.tuning.calibration import kernel_samples
+    from presk.tuning.calibration import MAX_CALLS, kernel_samples
 
     profiles = [load_profile(profile), load_profile(against)]
     runner = make_runner("native", None)
@@ -126,7 +126,7 @@ def paired_table(profile: str, against: str, dtypes: list[str], fuse: bool = Tru
             kernels = compile_entry(program, entry, plan_of(dtype, None), fuse=fuse)
             leaves = flatten_inputs(make_inputs(find_entry(program.parsed.module, entry), program.env, 0))
             desc = profiles[0].machine_desc or MachineDesc.of(target_machine())
-            samples = kernel_samples(kernels, leaves, runner, desc, {}, min_calls=9, min_seconds=0.3, max_calls=41,
+            samples = kernel_samples(kernels, leaves, runner, desc, {}, min_calls=9, min_seconds=0.3, max_calls=MAX_CALLS,
                                      rules=[",".join(sorted(profiles[0].rules))])  # fmt: skip
             named = {k.sym_name.data: k for k in kernels.body.block.ops if isinstance(k, KernelOp)}
             measured = np.array([s.seconds for s in samples])

@@ -146,6 +146,7 @@ def _worker(args: argparse.Namespace) -> None:
     from presk.target import target_machine
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
+    from presk.jit.buffers import copy_on_a_line
     from presk.jit.executor import HostProgram
     from presk.jit.native import NativeRunner
     from presk.pipeline import lower
@@ -162,8 +163,10 @@ def _worker(args: argparse.Namespace) -> None:
         for n in args.sizes:
             env = sizes.resolve(parsed.module, {}, {"N": n})
             rng = np.random.default_rng(n)
-            a = rng.standard_normal((n, n)).astype(np_dtype)
-            b = rng.standard_normal((n, n)).astype(np_dtype)
+            # On a cache line, for every contender: where numpy puts them varies with what the process
+            # allocated before, and an unpacked point's vector loads of b split lines off it (presk.jit.buffers).
+            a = copy_on_a_line(rng.standard_normal((n, n)).astype(np_dtype))
+            b = copy_on_a_line(rng.standard_normal((n, n)).astype(np_dtype))
             flops = 2.0 * n**3
 
             def program(layout: dict[str, Any] | None) -> HostProgram:

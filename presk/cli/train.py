@@ -41,7 +41,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -76,6 +76,7 @@ from presk.interp.inputs import bind, bound_shape, make_inputs
 from presk.interp.values import leaf_items
 from presk.ir.calls import find_entry
 from presk.ir.parse import ParsedModule
+from presk.jit.buffers import on_a_line
 from presk.jit.executor import HostProgram, flatten_inputs
 from presk.passes.autodiff import REMAT_MODES
 from presk.plans import Plan
@@ -225,6 +226,13 @@ def add_train_step(parsed: ParsedModule, loss: str, step: str) -> str:
     return name
 
 
+def _on_lines(state: Sequence[Any]) -> list[Any]:
+    """The state's arrays on cache lines: the step overwrites them in place for the whole run (they are
+    donated, so `prepare_inputs` keeps them where they are), and its products read the parameters with
+    vector loads that would split lines off one (`presk.jit.buffers.on_a_line`)."""
+    return [on_a_line(a) if isinstance(a, np.ndarray) else a for a in state]
+
+
 class Stepper:
     """One call a step, on the reference interpreter or a compiled host program; holds the training state.
 
@@ -250,7 +258,7 @@ class Stepper:
         if self.host.argument_paths[: 3 * self.n] != list(state_shapes(params)):
             raise PreskError("E3003", f"the step's state leaves are {self.host.argument_paths[: 3 * self.n]}, not the "
                              "parameters' and the moments' paths")  # fmt: skip
-        self.state = self.host.prepare_inputs(flatten_inputs(self.template))[: 3 * self.n]
+        self.state = self.host.prepare_inputs(_on_lines(flatten_inputs(self.template)))[: 3 * self.n]
         self.feedback = _feedback(self.host, self.n)
 
     def __call__(self, b1t: float, b2t: float, lr: float, ids: np.ndarray, targets: np.ndarray) -> float:
@@ -302,7 +310,7 @@ class Stepper:
                 trees.append(_replace_leaves(tree, lambda: saved[next(paths)]))
             self.state = trees
             return
-        self.state = self.host.prepare_inputs([saved[path] for path in self.host.argument_paths[: 3 * self.n]])
+        self.state = self.host.prepare_inputs(_on_lines([saved[path] for path in self.host.argument_paths[: 3 * self.n]]))
 
 
 def initial_parameters(program: Program, args: argparse.Namespace) -> Any:

@@ -28,7 +28,7 @@ from presk.analysis import written_buffers
 from presk.diagnostics import PreskError
 from presk.dialects import psk_kernel as kernel
 from presk.interp.kernel import dtype_of
-from presk.jit.buffers import empty_aligned
+from presk.jit.buffers import copy_on_a_line, empty_aligned, on_a_line
 
 KernelCall = Callable[[Sequence[np.ndarray]], None]
 Runner = Callable[[kernel.KernelOp], KernelCall]
@@ -193,13 +193,20 @@ class HostProgram:
 
         A donated input gets its own writable array when the leaf is not one
         already (so a prepared list can always be passed to a call); a leaf
-        already usable is kept, and a call then overwrites it.
+        already usable is kept, and a call then overwrites it. Every other
+        array, an input that is only read or one made here, starts on a cache
+        line (`on_a_line`), as the executor's own buffers do, so that repeated
+        timings of a program do not depend on where the allocator happened to
+        place its inputs.
         """
         prepared = []
         for i, leaf in enumerate(leaves):
             array = self._convert(i, leaf)
-            if i in self.donated and (not array.flags.writeable or _shares_any(array, leaves, i)):
-                array = array.copy()
+            must_copy = i in self.donated and (not array.flags.writeable or _shares_any(array, leaves, i))
+            if must_copy:
+                array = copy_on_a_line(array)
+            elif i not in self.donated or array is not leaf:  # not the caller's array to overwrite
+                array = on_a_line(array)
             prepared.append(array)
         return prepared
 

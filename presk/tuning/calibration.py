@@ -90,8 +90,19 @@ __all__ = [
 MIN_CALLS = 3
 """Timed calls of a point at least, after the dropped first one."""
 MIN_SECONDS = 0.05
-"""Timed calls go on until this much time has passed (or `MAX_CALLS`): a microsecond kernel gets many launches."""
-MAX_CALLS = 25
+"""Timed calls go on until this much time has passed (or `MAX_CALLS`): a microsecond kernel gets many launches.
+
+Why a window of time and not a number of calls: a kernel's median over a
+few milliseconds of calls moves from one measurement to the next by far
+more than the models' differences. On Zen 3 (a shared 2-vCPU machine) a
+2-worker product of 128 took a median of 58 to 256 µs over 25 calls
+measured every 0.3 s, and 54 to 79 µs (the 10th to 90th percentiles) over
+50 ms of calls. Two calibrations of `calib-small` on
+the same host differed by a median of 8 to 9 % a sample with 25 calls at
+most, and by 1.2 to 1.5 % with the window (docs/cost.md §6.10)."""
+MAX_CALLS = 10_000
+"""A bound on timed calls, far above what the window needs for anything but the smallest kernels (a
+microsecond kernel reaches `MIN_SECONDS` after some ten thousand calls with the host's own time)."""
 
 CALIBRATION_PROGRAM = """
 !A = !psk_core.tensor<[i: I, k: K]>

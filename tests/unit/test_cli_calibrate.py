@@ -1,6 +1,6 @@
 """`presk bench --calibrate` and `presk bench --profile` as a user drives them.
 
-The small calibration space runs here in f32 and bf16 (about 30 s on 2
+The small calibration space runs here in f32 and bf16 (about 40 s on 2
 cores): the suite is where `--space calib-small` is shown to run, fit and
 resume. Its f64 points are the f32 points at the other width, and
 `test_ray_tuning` calibrates them on Ray.

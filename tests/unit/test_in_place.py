@@ -39,6 +39,7 @@ from presk.jit.native import NativeRunner
 from presk.pipeline import lower
 from presk.passes.in_place import InPlace, donate, donated_paths, select_paths
 from presk.plans import plan_from_options
+from presk.target import host_machine
 
 
 @pytest.fixture(scope="module")
@@ -346,6 +347,33 @@ def test_donated_input_must_be_the_callers_writable_array(adamw_host: HostProgra
     prepared = adamw_host.prepare_inputs(leaves)  # a writable copy, usable as it is
     assert prepared[2] is not leaves[2] and prepared[0] is leaves[0]
     adamw_host(prepared)
+
+
+def off_the_line(array: np.ndarray, offset: int) -> np.ndarray:
+    """A copy of `array` whose data starts `offset` bytes after a cache line."""
+    line = host_machine().cache_line
+    raw = np.empty(array.nbytes + 2 * line, np.uint8)
+    start = -raw.ctypes.data % line + offset
+    placed = raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+    placed[...] = array
+    return placed
+
+
+def test_prepared_inputs_start_on_a_line_and_a_donated_one_stays_the_callers(adamw_host: HostProgram) -> None:
+    """numpy leaves a large array 16 bytes into a page; prepared, an input that is read starts on a cache
+    line (its values unchanged), while a donated one stays the caller's array, which the call overwrites."""
+    line = host_machine().cache_line
+    leaves = adamw_leaves()
+    leaves[0], leaves[1] = off_the_line(leaves[0], 16), off_the_line(leaves[1], 16)
+    prepared = adamw_host.prepare_inputs(leaves)
+    assert prepared[0] is leaves[0]  # donated: kept where it is
+    assert prepared[1] is not leaves[1] and prepared[1].ctypes.data % line == 0
+    assert prepared[1].tobytes() == leaves[1].tobytes()
+    on_a_line = [off_the_line(a, 0) if a.ndim else a for a in adamw_leaves()]
+    kept = adamw_host.prepare_inputs(on_a_line)
+    assert kept[1] is on_a_line[1]  # already on a line: not copied
+    expected = [a.copy() for a in adamw_host([a.copy() for a in adamw_leaves()])]
+    assert [a.tobytes() for a in adamw_host(prepared)] == [a.tobytes() for a in expected]
 
 
 def test_donated_input_shares_no_memory(adamw_host: HostProgram) -> None:

@@ -10,8 +10,9 @@ import pytest
 from jit_kernels import scale_ir
 
 from presk.diagnostics import PreskError
-from presk.jit.buffers import BufferSpec, PointerArray, check_buffers
+from presk.jit.buffers import BufferSpec, PointerArray, check_buffers, copy_on_a_line, on_a_line
 from presk.jit.engine import JitEngine
+from presk.target import host_machine
 
 SPECS = [BufferSpec((4, 3), np.float32), BufferSpec((4, 3), np.float32, output=True)]
 NAMES = ["x", "y_out"]
@@ -129,3 +130,18 @@ def test_checks_happen_before_the_native_call(tmp_path) -> None:
     with pytest.raises(PreskError, match="buffer 1 'out'"):
         launch([a, short_out])
     assert table.update([a, out]) and not short_out.any()
+
+
+def test_on_a_line_moves_only_an_array_off_its_line() -> None:
+    line = host_machine().cache_line
+    raw = np.zeros(10 * 8 + 2 * line, np.uint8)
+    start = -raw.ctypes.data % line
+    placed = raw[start : start + 80].view(np.float64)
+    assert on_a_line(placed) is placed
+    shifted = raw[start + 16 : start + 96].view(np.float64)
+    shifted[...] = np.arange(10.0)
+    moved = on_a_line(shifted)
+    assert moved is not shifted and moved.ctypes.data % line == 0 and moved.flags.writeable
+    assert moved.tobytes() == shifted.tobytes()
+    copied = copy_on_a_line(placed)
+    assert copied is not placed and copied.ctypes.data % line == 0
