@@ -6,7 +6,9 @@ else `~/.cache/presk/profiles/`, one file per machine key). A host without
 one gets it calibrated on first use: the small calibration space, about a
 minute on two cores, with its progress bar; the command says so. It is
 fitted in whichever of the nine forms fits its samples best (least u), as
-is a profile relowered after presk changed. The plan
+is a profile relowered after presk changed; one timed before the
+calibration's window (`presk.tuning.calibration.TIMING_WINDOW`) is
+measured again. The plan
 is then `presk plan`'s (`presk.tuning.plan.make_plan`): a layout per
 contraction and softmax nest of the entry, priced by the layout model,
 nothing compiled or timed; `--save-plan PLAN.json` keeps it.
@@ -24,14 +26,14 @@ from typing import Any, TextIO
 
 from presk.cli.calibrate import open_profile
 from presk.cli.program import Program, plan_of
-from presk.cost.profile import Profile, append_samples, load_profile, refit_profile, save_profile
+from presk.cost.profile import Profile, append_samples, load_profile, refit_profile, samples_path, save_profile
 from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
 from presk.jit.engine import CACHE_ENV
 from presk.jit.native import NativeRunner
 from presk.plans import Plan, parse_plan
 from presk.target import Machine, target_machine
-from presk.tuning.calibration import Progress, relowered, run_space, space, stale_samples
+from presk.tuning.calibration import Progress, coarsely_timed, relowered, run_space, space, stale_samples
 from presk.tuning.plan import make_plan, plan_text
 
 __all__ = ["AUTO", "PROFILE_ENV", "FIRST_USE_SPACE", "auto_plan", "host_profile_path", "resolve_profile"]
@@ -96,6 +98,12 @@ def resolve_profile(explicit: str | None, machine: Machine, err: TextIO) -> str:
         return named
     path = host_profile_path(machine)
     profile = load_profile(path) if path.exists() else None
+    if profile is not None and coarsely_timed(profile.samples):
+        err.write(f"presk: {path} was timed by an earlier presk (medians of at most 25 calls, whose noise was most "
+                  "of its u): measuring it again\n")  # fmt: skip
+        for stale in (path, samples_path(path)):
+            stale.unlink(missing_ok=True)
+        profile = None
     if profile is None or profile.layout is None:
         calibrate_first_use(path, machine, err)
     else:

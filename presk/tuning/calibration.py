@@ -70,8 +70,11 @@ __all__ = [
     "MIN_SECONDS",
     "SPACES",
     "TERMS_CODE",
+    "TIMING",
+    "TIMING_WINDOW",
     "Point",
     "Progress",
+    "coarsely_timed",
     "kernel_samples",
     "measure_point",
     "operation_count",
@@ -97,9 +100,9 @@ few milliseconds of calls moves from one measurement to the next by far
 more than the models' differences. On Zen 3 (a shared 2-vCPU machine) a
 2-worker product of 128 took a median of 58 to 256 µs over 25 calls
 measured every 0.3 s, and 54 to 79 µs (the 10th to 90th percentiles) over
-50 ms of calls. Two calibrations of `calib-small` on
-the same host differed by a median of 8 to 9 % a sample with 25 calls at
-most, and by 1.2 to 1.5 % with the window (docs/cost.md §6.10)."""
+50 ms of calls. Two calibrations of `calib-small` on the same host differed
+by a median of 8 to 9 % a sample with 25 calls at most, and by 1.2 to 1.5 %
+with the window (docs/cost.md §6.10)."""
 MAX_CALLS = 10_000
 """A bound on timed calls, far above what the window needs for anything but the smallest kernels (a
 microsecond kernel reaches `MIN_SECONDS` after some ten thousand calls with the host's own time)."""
@@ -419,7 +422,7 @@ def kernel_samples(
         quartiles = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
         terms = all_terms(kernel, desc, workers, rules)
         extra = {**describe, "kernel": name, "launches": len(times) // max(calls, 1), "workers": workers,
-                 TERMS_CODE: terms_code()}  # fmt: skip
+                 TERMS_CODE: terms_code(), TIMING: TIMING_WINDOW}  # fmt: skip
         samples.append(Sample(terms, statistics.median(times), (quartiles[0], quartiles[2]),
                               operation_count(kernel), extra))  # fmt: skip
     return samples
@@ -506,6 +509,19 @@ TERMS_CODE = "terms_code"
 def terms_code() -> str:
     """This presk's sources, hashed (`code_version`, 16 hex digits): what lowers a point and counts its terms."""
     return code_version()[:16]
+
+
+TIMING = "timing"
+TIMING_WINDOW = "window"
+"""What a sample's median is over, as each sample records it (`"timing"`): the launches of a window of
+`MIN_SECONDS`, on inputs placed on cache lines. A sample without it was timed over at most 25 calls on
+inputs wherever numpy put them, whose medians two calibrations disagreed on by 8 to 9 % (docs/cost.md §6.10)."""
+
+
+def coarsely_timed(samples: Iterable[Sample]) -> int:
+    """How many calibration samples were timed before the window (`TIMING_WINDOW`): a profile fitted on them
+    has its timing's noise in its u, and is better measured again than refitted."""
+    return sum(1 for s in samples if s.extra.get(TIMING) != TIMING_WINDOW and point_of_key(str(s.extra.get("key"))) is not None)
 
 
 def stale_samples(samples: Iterable[Sample]) -> int:

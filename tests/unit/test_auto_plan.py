@@ -18,7 +18,7 @@ from presk.cli import auto_plan as auto
 from presk.cost.profile import load_profile, save_profile
 from presk.cost.terms import MachineDesc
 from presk.target import target_machine
-from presk.tuning.calibration import TERMS_CODE, space, stale_samples
+from presk.tuning.calibration import TERMS_CODE, TIMING, TIMING_WINDOW, coarsely_timed, space, stale_samples
 from test_plan_static import TWO_DOTS, load_dominated, run_cli, write_profile
 
 
@@ -120,6 +120,18 @@ def test_a_host_without_a_profile_measures_one_first(
     assert [s.to_json() for s in load_profile(host).samples] == fresh
     assert load_profile(host).comparison is not None  # refitted in the best form again
     assert load_profile(host).machine_desc == MachineDesc.of(machine)
+
+    # Samples timed before the window (no "timing": medians of at most 25 calls) are measured again, not refitted.
+    coarse = [replace(s, extra={k: v for k, v in s.extra.items() if k != TIMING}) for s in load_profile(host).samples]
+    save_profile(replace(load_profile(host), samples=tuple(coarse), samples_file=None), host)
+    assert coarsely_timed(load_profile(host).samples) == len(coarse)
+    code, _, err = run_cli(["bench", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--realize", "f32",
+                            "--plan", "auto", "--rounds", "1", "--warmup", "0"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert f"{host} was timed by an earlier presk" in err and "measuring one" in err
+    again = load_profile(host).samples
+    assert len(again) == len(coarse) and coarsely_timed(again) == 0
+    assert all(s.extra[TIMING] == TIMING_WINDOW for s in again)
 
 
 @pytest.mark.parametrize(
