@@ -41,6 +41,7 @@ import numpy as np
 from presk.cost.fit import spearman
 from presk.cost.profile import load_profile
 from presk.diagnostics import PreskError
+from presk.tuning.autotune import with_retimes
 
 __all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "figures", "plot", "report"]
 
@@ -108,10 +109,11 @@ def _distinguished(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def figures(records: Iterable[Mapping[str, Any]], u: float | None = None) -> list[NestFigures]:
-    """The figures of every nest shape of the file that has predictions, in the file's order."""
+    """The figures of every nest shape of the file that has predictions, in the file's order; a point timed
+    again with the shape's other finalists (`presk.tuning.autotune.with_retimes`) counts with those times."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     prices: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for r in records:
+    for r in with_retimes(records):
         key = (r["machine"], r["shape_key"])
         if r.get("record", "point") == "prices":
             prices.setdefault(key, []).append(r)

@@ -112,7 +112,8 @@ def test_lines_and_resume_after_an_interruption(tmp_path: Path, narrow: None, mo
     assert len(lines) == 1 + FIRST
     assert len({point_key(r["point"]) for r in lines}) == 1 + FIRST
     (outcome,) = result.outcomes
-    best = min(lines, key=lambda r: r["median_s"])
+    timed = [r for r in at.with_retimes(at.read_results(results)) if r.get("record", "point") == "point"]
+    best = min(timed, key=lambda r: r["median_s"])  # a finalist's median is its retime's
     assert outcome.best == best["point"] and outcome.best_s == best["median_s"]
     assert outcome.default_s == lines[0]["median_s"] and outcome.measured == 1 + FIRST
 
@@ -338,3 +339,46 @@ def test_a_nest_is_timed_without_the_launch_of_the_mask_it_computes() -> None:
         alone = at.measure(kernels, leaves, runner, min_calls=3, min_seconds=0, site=masked.name)
         everything = at.measure(kernels, leaves, runner, min_calls=3, min_seconds=0)
     assert alone.median_s < 0.05 <= everything.median_s
+
+
+def test_the_finalists_are_timed_again_in_interleaved_rounds(
+    tmp_path: Path, narrow: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every measured point a finalist here (`FINALISTS` unbounded): each is timed again once a round, the order
+    rotating, and the plan, the outcome and `presk rank` read the retimed medians; a second run with nothing new
+    measured times nothing again."""
+    monkeypatch.setattr(at, "FINALISTS", float("inf"))
+    windows: list[int] = []
+    window = at.TimedProgram.window
+
+    def noted(self: at.TimedProgram, *args: Any, **kwargs: Any) -> list[float]:
+        windows.append(id(self))
+        return window(self, *args, **kwargs)
+
+    monkeypatch.setattr(at.TimedProgram, "window", noted)
+    module, env = gemm(32)
+    results = tmp_path / "r.jsonl"
+    result = at.autotune(module, "gemm", env, "f32", str(results))
+    records = at.read_results(results)
+    points = [r for r in records if r.get("record", "point") == "point" and not r["default"] and r["bits"] == "ok"]
+    again = [r for r in records if r.get("record") == "retime"]
+    assert len(points) == FIRST and len(again) == FIRST
+    assert {point_key(r["point"]) for r in again} == {point_key(r["point"]) for r in points}
+    assert all(r["rounds"] == at.RETIME_ROUNDS and 0 < r["q1_s"] <= r["median_s"] <= r["q3_s"] for r in again)
+    # The retime's windows: FIRST a round, each program once a round, each round starting one further on.
+    retime_windows = windows[-FIRST * at.RETIME_ROUNDS :]
+    programs = list(dict.fromkeys(retime_windows))
+    assert len(programs) == FIRST
+    for round_ in range(at.RETIME_ROUNDS):
+        turn = retime_windows[round_ * FIRST : (round_ + 1) * FIRST]
+        assert turn == programs[round_:] + programs[:round_]
+    # What the outcome and the figures read: the retimed medians.
+    overlaid = {point_key(r["point"]): r for r in at.with_retimes(records) if r.get("record", "point") == "point"}
+    retimed = {point_key(r["point"]): r["median_s"] for r in again}
+    assert all(overlaid[k]["median_s"] == t and overlaid[k]["rounds"] == at.RETIME_ROUNDS for k, t in retimed.items())
+    (outcome,) = result.outcomes
+    default = next(r for r in records if r.get("record", "point") == "point" and r["default"])
+    assert outcome.best_s == min([*retimed.values(), default["median_s"]])
+    again_lines = len(again)
+    at.autotune(module, "gemm", env, "f32", str(results))
+    assert sum(1 for r in at.read_results(results) if r.get("record") == "retime") == again_lines
