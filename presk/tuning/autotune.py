@@ -137,7 +137,7 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
 
 def with_retimes(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The records without their `"retime"` lines, each point line taking the median and quartiles of the last
-    retime of its (machine, shape, point), and `"rounds"`, when it has one."""
+    retime of its (machine, shape, point), its `"rounds"`, and what it cost as `"retime_s"`, when it has one."""
     records = list(records)
     latest = {(r["machine"], r["shape_key"], point_key(r["point"])): r for r in records if r.get("record") == "retime"}
     out = []
@@ -148,7 +148,8 @@ def with_retimes(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         line = dict(r)
         again = latest.get((r["machine"], r["shape_key"], point_key(r["point"]))) if kind == "point" else None
         if again is not None:
-            line.update(median_s=again["median_s"], q1_s=again["q1_s"], q3_s=again["q3_s"], rounds=again["rounds"])
+            line.update(median_s=again["median_s"], q1_s=again["q1_s"], q3_s=again["q3_s"], rounds=again["rounds"],
+                        retime_s=float(again.get("seconds", 0.0)))  # fmt: skip
         out.append(line)
     return out
 
@@ -577,21 +578,27 @@ def retime(shape: Shape, lines: Sequence[Mapping[str, Any]], runner: Any, machin
     each a window of calls of every point, the order rotating; each line the median and quartiles over the rounds
     of its rounds' medians (see the module docstring)."""
     prepare_shape(shape, runner)
-    programs = [TimedProgram(lower_point(shape.iso, r["point"]), shape.leaves or [], runner, shape.iso.name)
-                for r in lines]  # fmt: skip
+    spent = [0.0] * len(lines)
+    programs = []
+    for i, r in enumerate(lines):
+        start = time.perf_counter()
+        programs.append(TimedProgram(lower_point(shape.iso, r["point"]), shape.leaves or [], runner, shape.iso.name))
+        spent[i] += time.perf_counter() - start
     medians: list[list[float]] = [[] for _ in lines]
     for round_ in range(rounds):
         for step in range(len(lines)):
             i = (step + round_) % len(lines)
+            start = time.perf_counter()
             medians[i].append(statistics.median(programs[i].window()))
+            spent[i] += time.perf_counter() - start
             if progress is not None:
                 progress.step(f"{shape.site} again, round {round_ + 1}")
     out = []
-    for r, times in zip(lines, medians):
+    for r, times, seconds in zip(lines, medians, spent):
         q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
         out.append({"record": "retime", "machine": machine_key, "site": shape.site, "shape_key": shape.key,
                     "point": r["point"], "median_s": statistics.median(times), "q1_s": q[0], "q3_s": q[2],
-                    "rounds": rounds})  # fmt: skip
+                    "rounds": rounds, "seconds": seconds})  # fmt: skip
     return out
 
 

@@ -21,7 +21,8 @@ are not the default layout itself (a duplicate of one of them):
   with `--candidates` holds only candidates, and Q holds trivially there.
 * **N**, what each choice cost: the static one, its points priced (the
   `"prices"` lines' seconds), against the sweep's, its points measured
-  (their lines' seconds), and the whole space's sweep extrapolated.
+  (their lines' seconds, and the finalists' timing again), and the whole
+  space's sweep extrapolated from the first.
 * **Halide's ordering rate** (Adams et al. 2019): of the points more than
   1.3× slower than the best measured one, the share the model predicts
   slower than its prediction of that best.
@@ -74,6 +75,10 @@ class NestFigures:
     priced_points: int = 0
     priced_seconds: float = 0.0
     measured_seconds: float = 0.0
+    retimed: int = 0
+    """Points timed again with the shape's other finalists (`presk.tuning.autotune.retime`), and what it cost:
+    part of what choosing by measurement cost, not of a point's measurement (the sweep's estimate)."""
+    retimed_seconds: float = 0.0
     default: dict[str, Any] | None = None
     other_sites: list[str] = field(default_factory=list)
 
@@ -162,6 +167,8 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
         priced_points=sum(int(p.get("points", 0)) for p in prices),
         priced_seconds=sum(float(p.get("seconds", 0.0)) for p in prices),
         measured_seconds=sum(float(r.get("seconds", 0.0)) for r in points),
+        retimed=sum(1 for r in points if "rounds" in r),
+        retimed_seconds=sum(float(r.get("retime_s", 0.0)) for r in points),
         default=default, other_sites=sites[1:],
     )  # fmt: skip
 
@@ -198,6 +205,8 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
             estimate = f.sweep_estimate
             lines.append(f"  N: static {f.priced_points} points priced in {_clock(f.priced_seconds)}; measured "
                          f"{len(f.points)} points in {_clock(f.measured_seconds)}"
+                         + (f" and {f.retimed} of them again" if f.retimed else "")
+                         + (f" in {_clock(f.retimed_seconds)}" if f.retimed_seconds else "")
                          + (f"; the whole space measured: about {_clock(estimate)}" if estimate else ""))  # fmt: skip
         if f.default is not None:
             lines.append(f"  the default measured {_time(f.default['median_s'])}: "

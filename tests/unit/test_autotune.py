@@ -268,6 +268,22 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     (g,) = figures(at.read_results(tmp_path / "r.jsonl"), u=0.6)
     assert (g.decided, g.decided_right) == (4, 3) and g.q_holds is False
 
+    # The pick timed again with the best, in rounds: 3.9 µs against 4 µs. It is now the best (O = 1), the
+    # figures say two points were timed again and what that cost, apart from the sweep's estimate.
+    lines = at.read_results(tmp_path / "r.jsonl")
+    common = {"record": "retime", "machine": lines[0]["machine"], "site": lines[0]["site"],
+              "shape_key": lines[0]["shape_key"], "rounds": 5, "seconds": 0.25}  # fmt: skip
+    pick, best = f.pick["point"], f.best["point"]
+    for point, median in ((pick, 3.9e-6), (best, 4e-6)):
+        at.append_record(tmp_path / "r.jsonl", {**common, "point": point, "median_s": median, "q1_s": median,
+                                                "q3_s": median})  # fmt: skip
+    (h,) = figures(at.read_results(tmp_path / "r.jsonl"))
+    assert h.pick_ratio == pytest.approx(1.0) and h.pick["median_s"] == 3.9e-6
+    assert (h.retimed, h.retimed_seconds) == (2, pytest.approx(0.5)) and h.sweep_estimate == pytest.approx(20)
+    code, out, err = run_cli(["rank", str(tmp_path / "r.jsonl")], capsys)
+    assert code == 0, err
+    assert "and 2 of them again in" in out
+
 
 # --------------------------------------------------------------------------
 # Errors.
@@ -379,6 +395,7 @@ def test_the_finalists_are_timed_again_in_interleaved_rounds(
     (outcome,) = result.outcomes
     default = next(r for r in records if r.get("record", "point") == "point" and r["default"])
     assert outcome.best_s == min([*retimed.values(), default["median_s"]])
+    assert all(r["seconds"] > 0 and overlaid[point_key(r["point"])]["retime_s"] == r["seconds"] for r in again)
     again_lines = len(again)
     at.autotune(module, "gemm", env, "f32", str(results))
     assert sum(1 for r in at.read_results(results) if r.get("record") == "retime") == again_lines
