@@ -425,7 +425,8 @@ def autotune(
     retimed = {(r["shape_key"], point_key(r["point"])) for r in all_records
                if r["machine"] == machine_key and r.get("record") == "retime"}  # fmt: skip
     fresh = {r["shape_key"] for r in new if r["machine"] == machine_key}
-    all_records += _retime_shapes(shapes, mine, fresh, retimed, runner, machine_key, results_path, budget_s, started, err)
+    all_records += _retime_shapes(shapes, mine, fresh, retimed, runner, machine_key, results_path, budget_s,
+                                  started, err)  # fmt: skip
     mine = {(r["shape_key"], point_key(r["point"])): r for r in with_retimes(all_records)
             if r["machine"] == machine_key and r.get("record", "point") == "point"}  # fmt: skip
     outcomes = [_outcome(nest, legal[nest.site], mine, totals.get(nest.site), u, candidates) for nest in nests]
@@ -604,7 +605,8 @@ def retime(shape: Shape, lines: Sequence[Mapping[str, Any]], runner: Any, machin
 
 def _retime_shapes(shapes: Mapping[str, Shape], mine: Mapping[tuple[str, str], Mapping[str, Any]],
                    fresh: set[str], retimed: set[tuple[str, str]], runner: Any, machine_key: str,
-                   results_path: str, budget_s: float | None, started: float, err: TextIO) -> list[dict[str, Any]]:  # fmt: skip
+                   results_path: str, budget_s: float | None, started: float,
+                   err: TextIO) -> list[dict[str, Any]]:  # fmt: skip
     """Time the finalists of every shape again, where a point was measured in this run or a finalist has no
     retime yet; each shape's lines appended as it is done. Nothing once the budget is spent."""
     todo: list[tuple[Shape, list[Mapping[str, Any]]]] = []

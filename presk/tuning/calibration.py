@@ -521,7 +521,8 @@ inputs wherever numpy put them, whose medians two calibrations disagreed on by 8
 def coarsely_timed(samples: Iterable[Sample]) -> int:
     """How many calibration samples were timed before the window (`TIMING_WINDOW`): a profile fitted on them
     has its timing's noise in its u, and is better measured again than refitted."""
-    return sum(1 for s in samples if s.extra.get(TIMING) != TIMING_WINDOW and point_of_key(str(s.extra.get("key"))) is not None)
+    return sum(1 for s in samples
+               if s.extra.get(TIMING) != TIMING_WINDOW and point_of_key(str(s.extra.get("key"))) is not None)
 
 
 def stale_samples(samples: Iterable[Sample]) -> int:
