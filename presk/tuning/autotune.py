@@ -416,6 +416,7 @@ def autotune(
         measured, refused, skipped, stopped, new = tally.measured, tally.refused, tally.skipped, tally.stopped, tally.records
         lost, workers, timed_out = tally.lost, tally.notes, tally.timed_out
     else:
+        runner = runner if runner is not None else _native_runner()  # one engine for the measuring and the retime
         measured, refused, skipped, stopped, new = _measure_here(items, set(done), runner, machine_key, predicted,
                                                                  profile_path, u, results_path, budget_s, err)  # fmt: skip
 
@@ -446,10 +447,6 @@ def _measure_here(items: Sequence[tuple[Shape, Point, bool]], done: set[tuple[st
 
     Returns (measured, refused, skipped: already in the file, stopped by the budget, the new lines)."""
     todo = [(s, p, d) for s, p, d in items if (machine_key, s.key, point_key(p)) not in done]
-    if runner is None:
-        from presk.jit.native import NativeRunner
-
-        runner = NativeRunner()
     progress = Progress(len(todo), budget_s, "measuring", stream=err)
     measured = refused = 0
     stopped = False
@@ -551,6 +548,12 @@ def measure_record(shape: Shape, point: Point, is_default: bool, runner: Any, ma
     }  # fmt: skip
 
 
+def _native_runner() -> Any:
+    from presk.jit.native import NativeRunner  # loads LLVM: only once something is measured here
+
+    return NativeRunner()
+
+
 def prepare_shape(shape: Shape, runner: Any) -> None:
     """The shape's inputs, and the default layout's outputs on them (the bit check's reference), once."""
     if shape.reference is None:
@@ -618,10 +621,8 @@ def _retime_shapes(shapes: Mapping[str, Shape], mine: Mapping[tuple[str, str], M
             todo.append((shape, chosen))
     if not todo or (budget_s is not None and time.perf_counter() - started > budget_s):
         return []
-    if runner is None:
-        from presk.jit.native import NativeRunner
-
-        runner = NativeRunner()
+    if runner is None:  # measured on a cluster: this process has compiled nothing yet
+        runner = _native_runner()
     progress = Progress(sum(len(c) for _, c in todo) * RETIME_ROUNDS, None, "timing the finalists again", stream=err)
     new: list[dict[str, Any]] = []
     try:
