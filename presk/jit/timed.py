@@ -9,12 +9,27 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from presk.dialects.psk_kernel import KernelOp
 
-__all__ = ["TimedRunner"]
+__all__ = ["TimedRunner", "call_for_a_window"]
+
+
+def call_for_a_window(call: Callable[[], None], min_calls: int, min_seconds: float, max_calls: int) -> int:
+    """Calls `call` until it has been called `min_calls` times and `min_seconds` have passed, or `max_calls`
+    times: how many calls it made.
+
+    The one timing window of the calibration and of `presk autotune`: a
+    window of time, not a count of calls, so that a kernel of microseconds
+    is called thousands of times and its median is not a few calls' noise.
+    """
+    calls, start = 0, time.perf_counter()
+    while calls < max_calls and (calls < min_calls or time.perf_counter() - start < min_seconds):
+        call()
+        calls += 1
+    return calls
 
 
 class TimedRunner:

@@ -70,7 +70,7 @@ from presk.records import append_records, read_records
 from presk.interp.inputs import make_inputs
 from presk.ir.calls import find_entry
 from presk.jit.executor import HostProgram, flatten_inputs
-from presk.jit.timed import TimedRunner
+from presk.jit.timed import TimedRunner, call_for_a_window
 from presk.pipeline import lower
 from presk.plans import parse_plan
 from presk.target import target_machine
@@ -203,11 +203,13 @@ class TimedProgram:
         for times in self.lists:
             times.clear()
         per_call: list[float] = []
-        start = time.perf_counter()
-        while len(per_call) < max_calls and (len(per_call) < min_calls or time.perf_counter() - start < min_seconds):
+
+        def one_call() -> None:
             before = [len(t) for t in self.lists]
             self.host(self.prepared)
             per_call.append(sum(sum(t[n:]) for t, n in zip(self.lists, before)))
+
+        call_for_a_window(one_call, min_calls, min_seconds, max_calls)
         return per_call
 
 

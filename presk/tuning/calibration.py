@@ -57,7 +57,7 @@ from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.jit.executor import HostProgram, flatten_inputs
-from presk.jit.timed import TimedRunner
+from presk.jit.timed import TimedRunner, call_for_a_window
 from presk.pipeline import lower
 from presk.plans import parse_plan
 from presk.target import Machine
@@ -411,10 +411,7 @@ def kernel_samples(
     host(prepared)
     for times in timed.samples.values():
         times.clear()
-    calls, start = 0, time.perf_counter()
-    while calls < max_calls and (calls < min_calls or time.perf_counter() - start < min_seconds):
-        host(prepared)
-        calls += 1
+    calls = call_for_a_window(lambda: host(prepared), min_calls, min_seconds, max_calls)
     samples = []
     for name, times in timed.samples.items():
         if not times:
