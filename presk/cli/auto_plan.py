@@ -22,10 +22,10 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from presk.cli.calibrate import open_profile
-from presk.cli.program import Program, plan_of
+from presk.cli.program import AUTO, Program
 from presk.cost.profile import Profile, append_samples, load_profile, refit_profile, samples_path, save_profile
 from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
@@ -38,26 +38,9 @@ from presk.tuning.plan import make_plan, plan_text
 
 __all__ = ["AUTO", "PROFILE_ENV", "FIRST_USE_SPACE", "auto_plan", "host_profile_path", "resolve_profile"]
 
-AUTO = "auto"
 PROFILE_ENV = "PRESK_PROFILE"
 """Names the cost profile `--plan auto` uses when `--profile` does not."""
 FIRST_USE_SPACE = "calib-small"
-
-
-def plan_options(args: Any) -> Plan | None:
-    """The plan `--realize`/`--plan` give, None with `--plan auto` (planned once the program is loaded).
-
-    For commands that run an entry on a chosen backend (`presk run`,
-    `presk train`): auto needs the kernels, and `--save-plan`/`--profile`
-    need auto.
-    """
-    auto = args.plan == AUTO
-    if auto and args.backend == "interp":
-        raise PreskError("E4001", "--plan auto chooses kernel layouts: give --backend kernel or native")
-    if not auto and (args.save_plan or args.profile):
-        raise PreskError("E4001", f"{'--save-plan' if args.save_plan else '--profile'} goes with --plan auto")
-    plan = plan_of(args.realize, None if auto else args.plan)  # --realize is checked either way
-    return None if auto else plan
 
 
 def host_profile_path(machine: Machine) -> Path:

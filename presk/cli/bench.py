@@ -18,7 +18,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from presk.cli.auto_plan import AUTO, auto_plan
+from presk.cli.auto_plan import auto_plan
 from presk.cli.backends import add_backend_arguments, compile_entry, make_runner
 from presk.cli.calibrate import (
     add_calibration_arguments,
@@ -29,6 +29,7 @@ from presk.cli.calibrate import (
     open_profile,
 )
 from presk.cli.program import (
+    AUTO,
     add_auto_plan_arguments,
     add_input_arguments,
     add_realize_arguments,

@@ -2,31 +2,44 @@
 
 Each subcommand lives in its own module with `add_parser(subparsers)`,
 which registers its arguments and handler; this module only dispatches, and
-the guard turns every failure into a diagnostic and an exit code.
+the guard turns every failure into a diagnostic and an exit code. Only the
+module of the command given is imported (every one for `presk --help` or a
+name that is none of them): the tuning commands' imports were half of
+`presk run`'s start, paid by every test line that runs it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
-from presk.cli import autotune, bench, dump, launches, plan, rank, refit, run, train
 from presk.cli.collector import collect_less_often
 from presk.cli.guard import run_guarded
 from presk.cli.march import add_march_argument, apply_march
 from presk.cli.plugins import report_plugin_failures
 
-SUBCOMMANDS = (run, dump, launches, bench, train, refit, plan, autotune, rank)
+SUBCOMMANDS = ("run", "dump", "launches", "bench", "train", "refit", "plan", "autotune", "rank")
+"""The modules of `presk.cli` that define a command each, in the order `presk --help` lists them."""
 
 EXIT_USAGE = 2
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The `presk` argument parser; each subcommand adds a subparser to `commands`."""
+def command_modules(argv: Sequence[str]) -> list[ModuleType]:
+    """The subcommand modules the parser of `argv` needs: the command's own when `argv` starts with one."""
+    names = [argv[0]] if argv and argv[0] in SUBCOMMANDS else SUBCOMMANDS
+    return [importlib.import_module(f"presk.cli.{name}") for name in names]
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `presk` argument parser; each subcommand adds a subparser to `commands`.
+
+    With `argv`, only the command it names (if it starts with one); else every command."""
     parser = argparse.ArgumentParser(prog="presk", description="presk: a tensor compiler for PSK-Core programs")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for command in SUBCOMMANDS:
+    for command in command_modules(argv or []):
         command.add_parser(subparsers)
     for subparser in subparsers.choices.values():
         add_march_argument(subparser)
@@ -36,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(argv: Sequence[str] | None) -> int:
     collect_less_often()
     report_plugin_failures()
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if args.command is None or handler is None:

@@ -25,7 +25,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xdsl.context import Context
 from xdsl.dialects.func import FuncOp
@@ -291,6 +291,26 @@ def add_auto_plan_arguments(parser: argparse.ArgumentParser, profile: bool) -> N
     parser.add_argument("--save-plan", metavar="PLAN.json", help="with --plan auto: write the chosen plan here")
 
 
+AUTO = "auto"
+"""`--plan auto`: layouts chosen from this machine's cost profile (`presk.cli.auto_plan`)."""
+
+
+def plan_options(args: Any) -> Plan | None:
+    """The plan `--realize`/`--plan` give, None with `--plan auto` (planned once the program is loaded).
+
+    For commands that run an entry on a chosen backend (`presk run`,
+    `presk train`): auto needs the kernels, and `--save-plan`/`--profile`
+    need auto.
+    """
+    auto = args.plan == AUTO
+    if auto and args.backend == "interp":
+        raise PreskError("E4001", "--plan auto chooses kernel layouts: give --backend kernel or native")
+    if not auto and (args.save_plan or args.profile):
+        raise PreskError("E4001", f"{'--save-plan' if args.save_plan else '--profile'} goes with --plan auto")
+    plan = plan_of(args.realize, None if auto else args.plan)  # --realize is checked either way
+    return None if auto else plan
+
+
 def plan_of(realize: str | None, plan: str | None) -> Plan | None:
     """The plan `--realize`/`--plan` give, or None when neither is given (E4001 when both are)."""
     if realize is not None and plan is not None:
@@ -301,7 +321,7 @@ def plan_of(realize: str | None, plan: str | None) -> Plan | None:
         realization_record(realize, "--realize")  # refuses it, E7001
     if plan is not None and plan.lstrip("@") == "":
         raise PreskError("E7002", "--plan names a plan file: --plan @P.json")
-    if plan == "auto":
+    if plan == AUTO:
         raise PreskError("E4001", "--plan auto chooses layouts for `presk run` and `presk bench`; "
                          "here give a plan file (`presk plan` writes one)")  # fmt: skip
     return plan_from_options(realize, plan)

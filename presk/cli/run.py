@@ -21,6 +21,7 @@ from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 
 from presk.cli.program import (
+    AUTO,
     GradientResult,
     add_auto_plan_arguments,
     add_input_arguments,
@@ -31,9 +32,9 @@ from presk.cli.program import (
     opt_of,
     pipeline_of,
     plan_of,
+    plan_options,
     realize_program,
 )
-from presk.cli.auto_plan import AUTO, auto_plan, plan_options
 from presk.cli.source import Source, read_input
 from presk.cli.backends import add_backend_arguments, host_program
 from presk.diagnostics import PreskError
@@ -102,6 +103,8 @@ def _run(args: argparse.Namespace, plan: Plan | None, source: Source, passes: tu
         if args.bits is not None:
             raise PreskError("E4001", f"--bits runs the reference interpreter; --backend {args.backend} runs machine types")
         if args.plan == AUTO:
+            from presk.cli.auto_plan import auto_plan  # the tuning layer: a fifth of a second of every run's start
+
             plan = auto_plan(program, args.entry, args.realize, args.profile, args.save_plan)
         plan = plan or plan_of("f64", None)
         host = host_program(program, args.entry, plan, args.backend, args.threads, not args.no_fuse, args.donate)

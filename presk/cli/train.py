@@ -51,10 +51,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, Region
 from xdsl.passes import ModulePass
 
-from presk.cli.auto_plan import AUTO, auto_plan, plan_options
+from presk.cli.auto_plan import auto_plan
 from presk.cli.backends import KERNEL_BACKENDS, host_program
 from presk.cli.guard import EXIT_INTERRUPTED
 from presk.cli.program import (
+    AUTO,
     Program,
     add_auto_plan_arguments,
     add_input_arguments,
@@ -64,6 +65,7 @@ from presk.cli.program import (
     opt_of,
     pipeline_of,
     plan_of,
+    plan_options,
     realize_program,
 )
 from presk.cli.source import Source, read_input
