@@ -423,15 +423,13 @@ def autotune(
                                                                  profile_path, u, results_path, budget_s, err)  # fmt: skip
 
     all_records = [r for r in records if r.get("record", "point") in ("point", "retime")] + new
-    mine = {(r["shape_key"], point_key(r["point"])): r for r in all_records
-            if r["machine"] == machine_key and r.get("record", "point") == "point"}  # fmt: skip
+    mine = _machine_points(all_records, machine_key)
     retimed = {(r["shape_key"], point_key(r["point"])) for r in all_records
                if r["machine"] == machine_key and r.get("record") == "retime"}  # fmt: skip
     fresh = {r["shape_key"] for r in new if r["machine"] == machine_key}
     all_records += _retime_shapes(shapes, mine, fresh, retimed, runner, machine_key, results_path, budget_s,
                                   started, err)  # fmt: skip
-    mine = {(r["shape_key"], point_key(r["point"])): r for r in with_retimes(all_records)
-            if r["machine"] == machine_key and r.get("record", "point") == "point"}  # fmt: skip
+    mine = _machine_points(with_retimes(all_records), machine_key)  # the finalists at their retimed times
     outcomes = [_outcome(nest, legal[nest.site], mine, totals.get(nest.site), u, candidates) for nest in nests]
     layout = {o.nest.site: with_epilogue(o.nest, o.best, machine) for o in outcomes if o.best}
     plan = {"realization": _relative(realization, plan_dir), "layout": layout}
@@ -606,6 +604,12 @@ def retime(shape: Shape, lines: Sequence[Mapping[str, Any]], runner: Any, machin
                     "point": r["point"], "median_s": statistics.median(times), "q1_s": q[0], "q3_s": q[2],
                     "rounds": rounds, "seconds": seconds})  # fmt: skip
     return out
+
+
+def _machine_points(records: Iterable[Mapping[str, Any]], machine_key: str) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """The point lines of `machine_key`'s kind, by (shape key, point key): what the plan is chosen from."""
+    return {(r["shape_key"], point_key(r["point"])): r for r in records
+            if r["machine"] == machine_key and r.get("record", "point") == "point"}  # fmt: skip
 
 
 def _retime_shapes(shapes: Mapping[str, Shape], mine: Mapping[tuple[str, str], Mapping[str, Any]],
