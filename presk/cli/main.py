@@ -4,8 +4,8 @@ Each subcommand lives in its own module with `add_parser(subparsers)`,
 which registers its arguments and handler; this module only dispatches, and
 the guard turns every failure into a diagnostic and an exit code. Only the
 module of the command given is imported (every one for `presk --help` or a
-name that is none of them): the tuning commands' imports were half of
-`presk run`'s start, paid by every test line that runs it.
+name that is none of them): the tuning commands' imports would be half of
+`presk run`'s start, which every lit line that runs it pays.
 """
 
 from __future__ import annotations
