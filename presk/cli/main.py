@@ -18,7 +18,7 @@ from types import ModuleType
 
 from presk.cli.collector import collect_less_often
 from presk.cli.guard import run_guarded
-from presk.cli.march import add_march_argument, apply_march
+from presk.cli.march import add_march_argument, apply_march, command_settings
 from presk.cli.plugins import report_plugin_failures
 
 SUBCOMMANDS = ("run", "dump", "launches", "bench", "train", "refit", "plan", "autotune", "rank")
@@ -56,8 +56,9 @@ def _run(argv: Sequence[str] | None) -> int:
     if args.command is None or handler is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    apply_march(args.march)
-    return int(handler(args))
+    with command_settings():
+        apply_march(args.march)
+        return int(handler(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,7 +27,7 @@ from xdsl.xdsl_opt_main import VersionAction, xDSLOptMain
 from presk.cli.collector import collect_less_often
 from presk.cli.expected import check_diagnostics, collect_expectations
 from presk.cli.guard import EXIT_ERROR, run_guarded
-from presk.cli.march import add_march_argument, apply_march
+from presk.cli.march import add_march_argument, apply_march, command_settings
 from presk.cli.pipeline import build_pipeline, pipeline_spec, run_pass, verify_after
 from presk.cli.plugins import report_plugin_failures
 from presk.cli.source import read_input
@@ -131,7 +131,11 @@ class PreskOptMain(xDSLOptMain):
     # -- running ---------------------------------------------------------------
 
     def run(self) -> int:  # type: ignore[override]  # xDSL's returns None
-        apply_march(self.args.march)
+        with command_settings():
+            apply_march(self.args.march)
+            return self._run()
+
+    def _run(self) -> int:
         source = read_input(self.args.input_file)
         filename, text = source.name, source.text
         outputs: list[str] = []

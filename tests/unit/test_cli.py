@@ -190,3 +190,18 @@ def test_a_command_imports_its_own_module_and_help_lists_every_command(capsys: p
         main(["--help"])
     listed = capsys.readouterr().out
     assert all(re.search(rf"^    {name}\b", listed, re.MULTILINE) for name in SUBCOMMANDS), listed
+
+
+def test_march_and_threads_hold_for_their_command_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--march` and `--threads` set PRESK_TARGET and PRESK_THREADS for the command's layers; a library caller's
+    environment is as it was after the command, whether it had them set or not."""
+    from presk.cli.main import main
+    from presk.target import TARGET_ENV, THREADS_ENV
+
+    monkeypatch.delenv(TARGET_ENV, raising=False)
+    monkeypatch.setenv(THREADS_ENV, "2")
+    mlp = ["corpus/mlp.mlir", "--entry", "MLP.apply", "--const", "D_IN=3", "--const", "D_HID=4", "--const", "D_OUT=2",
+           "--dim", "B=2"]  # fmt: skip
+    monkeypatch.chdir(ROOT)
+    assert main(["run", *mlp, "--backend", "native", "--threads", "1", "--march", "x86-64-v3"]) == 0
+    assert TARGET_ENV not in os.environ and os.environ[THREADS_ENV] == "2"

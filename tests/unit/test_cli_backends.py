@@ -86,7 +86,7 @@ def test_bench_reports_every_kernel_and_the_host() -> None:
 def test_the_host_s_time_is_measured_within_each_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A product of about two milliseconds and its pack, two launches a call: the host's own time, each call's
     time less its launches', is microseconds a launch, whatever the calls' spread."""
-    monkeypatch.setenv("PRESK_THREADS", "1")  # what --threads 1 sets for the process, put back after the test
+    monkeypatch.setenv("PRESK_THREADS", "1")  # one worker, whatever PRESK_THREADS the suite runs under
     plan = tmp_path / "plan.json"  # one lane: legal on every machine; packed: two launches
     plan.write_text('{"realization": "f32", "layout": {"matmul/%0": {"tile": [1, 8], "lanes": 1, "order": "IJ", '
                     '"pack": true}}}')

@@ -236,7 +236,7 @@ def test_native_code_for_a_wider_target_is_a_diagnostic(
 
     avx2_host = replace(target_named("x86-64-v3"), name="host")
     monkeypatch.setattr(targets, "host_machine", lambda: avx2_host)
-    monkeypatch.setenv(TARGET_ENV, "host")  # restored after the test, which --march sets
+    monkeypatch.setenv(TARGET_ENV, "host")  # the host, whatever target the suite runs under
     try:
         status = main(["run", str(ROOT / "corpus/mlp.mlir"), "--entry", "mse", "--dim", "B=4", "--realize", "f32",
                        "--backend", "native", "--march", "x86-64-v4"])  # fmt: skip
