@@ -33,6 +33,7 @@ from presk.jit.executor import flatten_inputs  # noqa: E402
 from presk.jit.native import NativeRunner  # noqa: E402
 from presk.pipeline import lower  # noqa: E402
 from presk.passes.fuse_launches import FuseLaunches, pure_nest  # noqa: E402
+from presk.passes.share_launches import ShareLaunches  # noqa: E402
 from presk.plans import plan_from_options  # noqa: E402
 
 
@@ -45,7 +46,16 @@ def native() -> NativeRunner:
 def lowered(path: str, entry: str, dims: dict[str, int], realize: str, fuse_launches: bool) -> ModuleOp:
     module = load_with_aliases(path)[0]
     env = sizes.resolve(module, {}, dims)
-    return lower(module, entry, env, plan_from_options(realize, None), fuse_launches=fuse_launches, fuse_slices=False)
+    kernels = lower(module, entry, env, plan_from_options(realize, None), fuse_launches=False, fuse_slices=False)
+    return with_launches_fused(kernels) if fuse_launches else kernels
+
+
+def with_launches_fused(kernels: ModuleOp) -> ModuleOp:
+    """A copy of `kernels` after `psk-share-launches` and `psk-fuse-launches`, as `lower` runs them."""
+    after = kernels.clone()
+    ShareLaunches().apply(presk_context(), after)
+    FuseLaunches().apply(presk_context(), after)
+    return after
 
 
 def inputs(path: str, entry: str, dims: dict[str, int]) -> list[np.ndarray]:
@@ -91,7 +101,7 @@ def test_adamw_becomes_one_chain() -> None:
 def test_adamw_step_same_bytes(native: NativeRunner, path: str, entry: str, dims: dict[str, int], realize: str) -> None:
     leaves = inputs(path, entry, dims)
     without = lowered(path, entry, dims, realize, False)
-    with_pass = lowered(path, entry, dims, realize, True)
+    with_pass = with_launches_fused(without)
     assert len(launches(with_pass)) < len(launches(without))
     reference = run_bytes(without, KernelInterpreter().runner, leaves)
     assert run_bytes(without, native, leaves) == reference
@@ -117,7 +127,7 @@ CORPUS = [
 def test_corpus_same_bytes(native: NativeRunner, path: str, entry: str, dims: dict[str, int], realize: str) -> None:
     leaves = inputs(path, entry, dims)
     without = lowered(path, entry, dims, realize, False)
-    with_pass = lowered(path, entry, dims, realize, True)
+    with_pass = with_launches_fused(without)
     assert len(launches(with_pass)) <= len(launches(without))
     reference = run_bytes(without, KernelInterpreter().runner, leaves)
     assert run_bytes(with_pass, KernelInterpreter().runner, leaves) == reference

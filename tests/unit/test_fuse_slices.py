@@ -55,9 +55,14 @@ def lowered(path: str, entry: str, dims: dict[str, int], realize: str, slices: b
     module = load_with_aliases(path)[0]
     env = sizes.resolve(module, {}, dims)
     kernels = lower(module, entry, env, plan_from_options(realize, None), fuse_slices=False)
-    if slices:
-        FuseSlices().apply(presk_context(), kernels)
-    return kernels
+    return with_slices(kernels) if slices else kernels
+
+
+def with_slices(kernels: ModuleOp) -> ModuleOp:
+    """A copy of `kernels` after `psk-fuse-slices`: what `lowered(..., True)` gives, without lowering again."""
+    after = kernels.clone()
+    FuseSlices().apply(presk_context(), after)
+    return after
 
 
 # ----------------------------------------------------------------------------- the corpus
@@ -81,7 +86,7 @@ def test_corpus_same_bytes(native: NativeRunner, path: str, entry: str, dims: di
     module = load_with_aliases(path)[0]
     leaves = flatten_inputs(make_inputs(find_entry(module, entry), sizes.resolve(module, {}, dims), 0))
     without = lowered(path, entry, dims, realize, False)
-    with_pass = lowered(path, entry, dims, realize, True)
+    with_pass = with_slices(without)
     assert len(launches(with_pass)) < len(launches(without))
     reference = run_bytes(without, KernelInterpreter().runner, leaves)
     assert run_bytes(with_pass, KernelInterpreter().runner, leaves) == reference
