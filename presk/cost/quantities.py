@@ -268,6 +268,9 @@ class _Loop:
     op: scf.ForOp | None
     children: list[_Loop] = field(default_factory=list)
     accesses: list[Access] = field(default_factory=list)
+    scratch: list[Access] = field(default_factory=list)
+    """The loads and stores of the kernel's scratch in its body (buffer -1): no traffic, but the backend
+    vectorises the loop only if they are contiguous along it too (`backend_lanes`)."""
     work: int = 0
     loads: int = 0
     transcendental: int = 0
@@ -453,6 +456,7 @@ class _Walk:
         loop.loads += self._registers(value)[1]
         buffer = self.arg_index.get(base)
         if buffer is None:  # the kernel's scratch: one block of rows, kept in the core's caches, no traffic
+            loop.scratch.append(Access(-1, tuple(self._index(v) for v in indices), _lanes(value), loop.enclosing))
             return
         if op.name in _STORES and buffer not in self.written:
             self.written.append(buffer)
@@ -561,7 +565,7 @@ def backend_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:
 
     The translator's own vector loops (`presk.lowering.llvm`: ordered running
     sums, a running maximum) at the lanes it chooses; a parallel loop without
-    running values whose every access is contiguous along its counter (the
+    running values whose every access (the kernel's scratch included) is contiguous along its counter (the
     counter only in the last index, with coefficient 1) or does not move
     with it at the register's width for its widest element, as LLVM's loop
     vectoriser (or the translator's streaming and guarded-division loops)
@@ -574,9 +578,9 @@ def backend_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:
         return sums.lanes
     if (maximum := running_maximum(op, vector_bits)) is not None:
         return maximum.lanes
-    if PARALLEL not in op.attributes or op.iter_args or not loop.accesses:
+    if PARALLEL not in op.attributes or op.iter_args or not (loop.accesses or loop.scratch):
         return 1
-    for access in loop.accesses:
+    for access in (*loop.accesses, *loop.scratch):
         if not access.indices:  # a scalar buffer: the same element in every lane
             continue
         *outer, last = access.indices

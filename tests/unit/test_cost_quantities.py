@@ -367,6 +367,58 @@ def test_transcendentals_count_once_a_register(bits: int) -> None:
     assert kernel_terms(vectorised, with_vectors(desc(), bits)).transcendental == 4 * (2 if bits == 256 else 1) + 64 / lanes
 
 
+SCRATCH_ERF = """
+psk_kernel.kernel @gelu(%a: memref<4x16xf32>, %o: memref<4x16xf32>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c16 = arith.constant 16 : index
+  %s = psk_kernel.scratch rows [1] : memref<4x16xf32>
+  scf.for %i = %c0 to %c4 step %c1 {
+    scf.for %j = %c0 to %c16 step %c1 {
+      %x = memref.load %a[%i, %j] : memref<4x16xf32>
+      memref.store %x, %s[%i, %j] : memref<4x16xf32>
+    } {psk_kernel.parallel}
+    scf.for %j = %c0 to %c16 step %c1 {
+      %y = memref.load %s[%i, %j] : memref<4x16xf32>
+      %e = math.erf %y : f32
+      memref.store %e, %s[%i, %j] : memref<4x16xf32>
+    } {psk_kernel.parallel}
+    scf.for %j = %c0 to %c16 step %c1 {
+      %z = memref.load %s[%i, %j] : memref<4x16xf32>
+      memref.store %z, %o[%i, %j] : memref<4x16xf32>
+    } {psk_kernel.parallel}
+  } {psk_kernel.parallel}
+}
+"""
+
+
+@pytest.mark.parametrize("bits", [256, 512])
+def test_a_loop_over_the_kernels_scratch_alone_is_vectorised_too(bits: int) -> None:
+    # The erf's loop reads and writes only the scratch (as `psk-promote-to-scratch` leaves a fused GELU),
+    # contiguously along j: LLVM vectorises it as it does a loop over the arguments (the fused MLP kernel
+    # of MiniGPT's loss broadcasts erf's constants into ymm registers on AVX2). One erf a vector; the
+    # scratch's accesses count as loads, and none of it is traffic.
+    lanes = bits // 32
+    terms = kernel_terms(kernel(SCRATCH_ERF), with_vectors(desc(), bits))
+    assert terms.transcendental == 4 * 16 / lanes
+    assert terms.loads == 3 * 2 * 4 * 16 / lanes
+    assert terms.bytes == 2 * 4 * 16 * 4  # a and o only
+    # Every other element of the scratch's rows (a stride of 2 along j, 8 iterations) keeps the erf's loop
+    # scalar: 4 · 8 erfs.
+    erf_loop = """    scf.for %j = %c0 to %c16 step %c1 {
+      %y = memref.load %s[%i, %j] : memref<4x16xf32>
+      %e = math.erf %y : f32
+      memref.store %e, %s[%i, %j] : memref<4x16xf32>"""
+    assert erf_loop in SCRATCH_ERF
+    strided = SCRATCH_ERF.replace(erf_loop, """    scf.for %j = %c0 to %c8 step %c1 {
+      %j2 = arith.addi %j, %j : index
+      %y = memref.load %s[%i, %j2] : memref<4x16xf32>
+      %e = math.erf %y : f32
+      memref.store %e, %s[%i, %j2] : memref<4x16xf32>""").replace("  %c16 = ", "  %c8 = arith.constant 8 : index\n  %c16 = ")
+    assert kernel_terms(kernel(strided), with_vectors(desc(), bits)).transcendental == 4 * 8
+
+
 VECTOR_OPS = """
 psk_kernel.kernel @axpy(%s: memref<2xf32>, %a: memref<32xf32>, %o: memref<32xf32>) "t" {
   %c0 = arith.constant 0 : index
