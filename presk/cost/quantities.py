@@ -41,7 +41,11 @@ The choices the specification leaves open, as made here:
   Under the rule `overhead`, each executed iteration of each loop adds 1.
 * **Transcendentals.** The same transcendental `math` ops again, counted
   as loads are: once per execution per register they fill, once per vector
-  in a loop the backend vectorises.
+  in a loop the backend vectorises; each in exps, the instructions presk's
+  own implementation emits for a register of it over an exp's
+  (`presk.lowering.mathlib.instructions`: on 256 bits a log is 1.42 exps
+  in f32 and 1.29 in f64, a tanh 1.58 and 1.65, an erf 1.96 and 3.48), so
+  that the rate the calibration fits on its exponentials prices the others.
 * **Bytes (Q).** Every buffer the kernel loads from or stores to, once
   (a buffer both read and written counts once), whole: elements × element
   size. For a worker's share, each buffer is scaled by the fraction of its
@@ -166,6 +170,8 @@ from presk.cost.footprints import (
 )  # fmt: skip
 from presk.cost.terms import RULES, KernelTerms, MachineDesc
 from presk.dialects.psk_kernel import PARALLEL, KernelOp
+from presk.lowering import mathlib
+from presk.lowering.llvm.math_calls import MATH
 from presk.lowering.llvm.maximum_loops import running_maximum
 from presk.lowering.llvm.running_sums import ordered_sums
 from presk.passes.vectorize import tile_rows
@@ -181,6 +187,8 @@ _TRANSCENDENTAL = frozenset({
     "math.erf", "math.erfc", "math.sin", "math.cos", "math.tan", "math.atan", "math.atan2", "math.powf",
     "math.fpowi", "math.cbrt", "math.rsqrt",
 })  # fmt: skip
+_MATH_FUNCTIONS = {op: function for op, function in MATH.items() if op in _TRANSCENDENTAL}
+"""The transcendentals presk implements itself (`presk.lowering.mathlib`), by the name it gives them there."""
 _FREE = frozenset({
     "arith.constant", "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui",
     "arith.bitcast", "arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci",
@@ -273,8 +281,9 @@ class _Loop:
     vectorises the loop only if they are contiguous along it too (`backend_lanes`)."""
     work: int = 0
     loads: int = 0
-    transcendental: int = 0
-    """Transcendental functions evaluated directly in its body, once per register."""
+    transcendental: float = 0.0
+    """Transcendental functions evaluated directly in its body, once per register, each in exps
+    (`_Walk._relative_cost`)."""
     vector_lanes: int = 1
     """The lanes the backend runs this (innermost, scalar-written) loop at (`backend_lanes`); 1: as written."""
     chains: int = 0
@@ -336,6 +345,19 @@ class _Walk:
         held = max(1, self.vector_bits // (8 * _element_bytes(t.element_type)))  # type: ignore[attr-defined]
         return min(lanes, held), -(-lanes // held)
 
+    def _relative_cost(self, name: str, t: Attribute) -> float:
+        """One evaluation of transcendental `name` on `t`'s element in exps: the instructions presk's
+        implementation emits for a register of them over an exp's (`mathlib.instructions`), the
+        function's own weight beside the rate the calibration fits on its exponentials; 1 for one presk
+        does not implement itself."""
+        function = _MATH_FUNCTIONS.get(name)
+        element = getattr(t, "element_type", t)
+        width = {Float32Type: 32, Float64Type: 64}.get(type(element))
+        if function is None or width is None:
+            return 1.0
+        lanes = max(1, self.vector_bits // width) if self.vector_bits else 1
+        return mathlib.instructions(function, width, lanes) / mathlib.instructions("exp", width, lanes)
+
     def _register_group(self, t: Attribute) -> int:
         """The lanes of the register group a written vector runs in: its own where they fill a register the
         profiles calibrate (256 or 512 bits), else the narrowest such register that holds them.
@@ -369,7 +391,8 @@ class _Walk:
                 weight = _op_weight(op)
                 loop.work += weight
                 if weight and name in _TRANSCENDENTAL:
-                    loop.transcendental += self._registers(op.results[0].type)[1]
+                    result = op.results[0].type
+                    loop.transcendental += self._registers(result)[1] * self._relative_cost(name, result)
             for region in op.regions:
                 for inner in region.blocks:
                     self._block(inner, loop)

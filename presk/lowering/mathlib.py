@@ -16,6 +16,7 @@ Nothing here carries fast-math flags, and fmul/fadd are never contracted.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from llvmlite import ir
@@ -34,6 +35,7 @@ __all__ = [
     "emit_log",
     "emit_sqrt",
     "emit_tanh",
+    "instructions",
 ]
 
 Emitter = Callable[[ir.IRBuilder, ir.Value], ir.Value]
@@ -392,3 +394,23 @@ def define_map_kernel(module: ir.Module, name: str, emit: Emitter, element: ir.T
 def _element_size(element: ir.Type) -> int:
     """Bytes of a float or double."""
     return 4 if isinstance(element, ir.FloatType) else 8
+
+
+@functools.cache
+def instructions(name: str, width: int, lanes: int) -> int:
+    """The instructions presk's `math.<name>` emits for one value of `lanes` floats of `width` bits.
+
+    What the cost model weighs one evaluation by (`presk.cost.quantities`):
+    the function's own instructions, as `emit_math` writes them (float,
+    integer and mask operations and intrinsic calls; no block's branch or
+    phi); for `exp` on vectors, its quick form for lanes in the normal
+    range and the test that chooses it, not the whole method out of line.
+    """
+    element: ir.Type = ir.FloatType() if width == 32 else ir.DoubleType()
+    ty = element if lanes == 1 else ir.VectorType(element, lanes)
+    module = ir.Module()
+    fn = ir.Function(module, ir.FunctionType(ty, [ty]), "f")
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    builder.ret(EMITTERS[name](builder, fn.args[0]))
+    skipped = ("br", "phi", "ret")
+    return sum(1 for block in fn.blocks for inst in block.instructions if inst.opname not in skipped)

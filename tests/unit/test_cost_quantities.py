@@ -25,6 +25,7 @@ from presk.dialects.psk_kernel import KernelOp
 from presk.dialects.psk_realize_layout import tile_registers
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
+from presk.lowering import mathlib
 from presk.pipeline import lower
 from presk.plans import parse_plan
 from presk.target import CacheLevel, target_machine
@@ -300,6 +301,24 @@ def test_unknown_rule_is_refused() -> None:
 # --------------------------------------------------------------------------- what the work weighs
 
 
+def exps(function: str, width: int, lanes: int) -> float:
+    """What one evaluation of `function` weighs in the transcendental term: its instructions over an exp's."""
+    return mathlib.instructions(function, width, lanes) / mathlib.instructions("exp", width, lanes)
+
+
+def test_a_transcendental_weighs_its_instructions() -> None:
+    # sqrt is one intrinsic; exp, log, tanh and erf are presk's polynomials, the same instructions in every
+    # lane (exp aside: on vectors its quick form for the normal range is shorter than the whole method);
+    # f64's erf is the longest of them, twice f32's.
+    assert all(mathlib.instructions("sqrt", w, lanes) == 1 for w in (32, 64) for lanes in (1, 4, 8))
+    for width in (32, 64):
+        for function in ("log", "tanh", "erf"):
+            assert len({mathlib.instructions(function, width, lanes) for lanes in (1, 4, 8, 16)}) == 1
+        assert mathlib.instructions("exp", width, 8) < mathlib.instructions("exp", width, 1)
+        assert exps("erf", width, 8) > max(exps("tanh", width, 8), exps("log", width, 8)) > 1
+    assert mathlib.instructions("erf", 64, 4) > 2 * mathlib.instructions("erf", 32, 8)
+
+
 SCALAR_OPS = """
 psk_kernel.kernel @ops(%a: memref<4xf32>, %o: memref<4xf32>) "t" {
   %c0 = arith.constant 0 : index
@@ -326,8 +345,9 @@ def test_work_weights() -> None:
     assert terms.work == 4 * 21
     assert terms.loads == 4 * 2
     assert (terms.lanes, terms.dtype) == (1, "f32")
-    # The transcendentals again, once an execution: exp and tanh per element, 4 elements.
-    assert terms.transcendental == 4 * 2
+    # The transcendentals again, once an execution, in exps: exp and tanh per element, 4 elements; a tanh
+    # weighs the instructions of presk's scalar tanh over those of its scalar exp.
+    assert terms.transcendental == pytest.approx(4 * (1 + exps("tanh", 32, 1)))
 
 
 VECTOR_EXP = """
@@ -357,14 +377,15 @@ def test_transcendentals_count_once_a_register(bits: int) -> None:
     # The written exp of 16 f32 lanes, 4 iterations: one register each on 512 bits (or when the register is
     # not known), two of 8 lanes on 256. The log's loop (step 4, 16 iterations) moves 4 elements a step: not
     # contiguous, so the backend runs it in scalars, 16 logs.
-    assert terms.transcendental == 4 * (2 if bits == 256 else 1) + 16
+    lanes = bits // 32 if bits else 1
+    assert terms.transcendental == pytest.approx(4 * (2 if bits == 256 else 1) + 16 * exps("log", 32, lanes))
     # W still weighs each lane 8: 64 exp lanes and 16 logs.
     assert terms.work == 8 * (64 + 16)
     vectorised = kernel(VECTOR_EXP.replace("step %c4", "step %c1"))
     # With step 1 the log's loop is contiguous and parallel: the backend runs it in vectors of 256 or 512
     # bits (8 or 16 f32 lanes), one log a vector; with no register known, 64 scalar logs.
-    lanes = bits // 32 if bits else 1
-    assert kernel_terms(vectorised, with_vectors(desc(), bits)).transcendental == 4 * (2 if bits == 256 else 1) + 64 / lanes
+    assert kernel_terms(vectorised, with_vectors(desc(), bits)).transcendental == pytest.approx(
+        4 * (2 if bits == 256 else 1) + 64 / lanes * exps("log", 32, lanes))
 
 
 SCRATCH_ERF = """
@@ -401,7 +422,7 @@ def test_a_loop_over_the_kernels_scratch_alone_is_vectorised_too(bits: int) -> N
     # scratch's accesses count as loads, and none of it is traffic.
     lanes = bits // 32
     terms = kernel_terms(kernel(SCRATCH_ERF), with_vectors(desc(), bits))
-    assert terms.transcendental == 4 * 16 / lanes
+    assert terms.transcendental == pytest.approx(4 * 16 / lanes * exps("erf", 32, lanes))
     assert terms.loads == 3 * 2 * 4 * 16 / lanes
     assert terms.bytes == 2 * 4 * 16 * 4  # a and o only
     # Every other element of the scratch's rows (a stride of 2 along j, 8 iterations) keeps the erf's loop
@@ -416,7 +437,7 @@ def test_a_loop_over_the_kernels_scratch_alone_is_vectorised_too(bits: int) -> N
       %y = memref.load %s[%i, %j2] : memref<4x16xf32>
       %e = math.erf %y : f32
       memref.store %e, %s[%i, %j2] : memref<4x16xf32>""").replace("  %c16 = ", "  %c8 = arith.constant 8 : index\n  %c16 = ")
-    assert kernel_terms(kernel(strided), with_vectors(desc(), bits)).transcendental == 4 * 8
+    assert kernel_terms(kernel(strided), with_vectors(desc(), bits)).transcendental == pytest.approx(4 * 8 * exps("erf", 32, lanes))
 
 
 VECTOR_OPS = """
