@@ -74,7 +74,8 @@ from presk.jit.timed import TimedRunner, call_for_a_window
 from presk.pipeline import lower
 from presk.plans import parse_plan
 from presk.target import target_machine
-from presk.tuning.calibration import MIN_CALLS, MIN_SECONDS, Progress
+from presk.tuning import calibration
+from presk.tuning.calibration import MIN_CALLS, Progress
 from presk.tuning.plan import (
     ISOLATED_FUNCTION, Isolated, Nest, Pricer, capture, launched_kernels, legal_points, profile_constants,
     with_epilogue,
@@ -173,7 +174,7 @@ class Measurement:
 
 
 def measure(kernels: ModuleOp, leaves: Sequence[Any], runner: Any, min_calls: int = MIN_CALLS,
-            min_seconds: float = MIN_SECONDS, max_calls: int = MAX_CALLS,
+            min_seconds: float | None = None, max_calls: int = MAX_CALLS,
             site: str | None = None) -> Measurement:  # fmt: skip
     """The outputs of a first, untimed call, then the kernels' time per call (see the module docstring).
 
@@ -197,9 +198,12 @@ class TimedProgram:
         counted = {k.sym_name.data for k, _ in launched_kernels(kernels, host_only=True, site=site)}
         self.lists = [times for name, times in timed.samples.items() if name in counted]
 
-    def window(self, min_calls: int = MIN_CALLS, min_seconds: float = MIN_SECONDS,
+    def window(self, min_calls: int = MIN_CALLS, min_seconds: float | None = None,
                max_calls: int = MAX_CALLS) -> list[float]:  # fmt: skip
-        """The counted kernels' seconds of each call, called until `min_calls` calls and `min_seconds`."""
+        """The counted kernels' seconds of each call, called until `min_calls` calls and `min_seconds`
+        (None: the calibration's `MIN_SECONDS`, read at the call as `kernel_samples` reads it)."""
+        if min_seconds is None:
+            min_seconds = calibration.MIN_SECONDS
         for times in self.lists:
             times.clear()
         per_call: list[float] = []
