@@ -191,7 +191,20 @@ class _Problem:
     def refresh(self) -> None:
         with np.errstate(divide="ignore", invalid="ignore"):
             self.tau = np.where(self.a == 0.0, 0.0, self.a / self.theta[self.rate_of])
+        self._refresh_powers()
         self.c = self._combine(self.tau)
+
+    def _refresh_powers(self, k: int | None = None, members: np.ndarray | None = None) -> None:
+        """`tau_q`, every term's τ to the q (the p-norm's), kept beside τ: a move prices one rate's trials
+        against the others' powers, which change only when a move is taken (the same values, so the same
+        sums, as raising them at every trial)."""
+        if self.how == "max":
+            return
+        with np.errstate(over="ignore"):
+            if k is None:
+                self.tau_q = np.power(self.tau, self.q)
+            else:
+                self.tau_q[k, members] = np.power(self.tau[k, members], self.q)
 
     def _combine(self, tau: np.ndarray) -> np.ndarray:
         total = None
@@ -242,12 +255,16 @@ class _Problem:
         members = self.members[r]
         k = int(self.term_of[r])
         cand = self.tau[k, members][None, :] / factors[:, None]  # J × m
-        tau_m = self.tau[:, members]
+        tau_m = self.tau[:, members] if self.how == "max" else self.tau_q[:, members]  # τ, or τ to the q
         c = np.zeros(len(members))
         combined = None
         for group in self.groups:
             if k not in group:
-                c = c + self._combine_part(tau_m[group])
+                if self.how == "max":
+                    c = c + tau_m[group].max(axis=0)
+                else:
+                    with np.errstate(over="ignore"):
+                        c = c + np.power(tau_m[group].sum(axis=0), 1.0 / self.q)
                 continue
             others = [j for j in group if j != k]
             if self.how == "max":
@@ -255,7 +272,7 @@ class _Problem:
                 combined = np.maximum(rest[None, :], cand)
             else:
                 with np.errstate(over="ignore"):
-                    rest = np.power(tau_m[others], self.q).sum(axis=0) if others else np.zeros(len(members))
+                    rest = tau_m[others].sum(axis=0) if others else np.zeros(len(members))
                     combined = np.power(rest[None, :] + np.power(cand, self.q), 1.0 / self.q)
         assert combined is not None
         trial_c = combined + c[None, :]
@@ -264,12 +281,6 @@ class _Problem:
             offset = offset + self.spawn * self.y[members]
         resid = trial_c + offset[None, :] - 1.0
         return np.einsum("ij,ij->i", resid, resid), trial_c, members
-
-    def _combine_part(self, part: np.ndarray) -> np.ndarray:
-        if self.how == "max":
-            return part.max(axis=0)
-        with np.errstate(over="ignore"):
-            return np.power(np.power(part, self.q).sum(axis=0), 1.0 / self.q)
 
     def move_rate(self, r: int, h: float) -> bool:
         if not len(self.members[r]) or not math.isfinite(self.theta[r]):
@@ -283,6 +294,7 @@ class _Problem:
         self.theta[r] *= factors[best]
         k = int(self.term_of[r])
         self.tau[k, members] = self.tau[k, members] / factors[best]
+        self._refresh_powers(k, members)
         self.c[members] = trial_c[best]
         return True
 
@@ -297,6 +309,7 @@ class _Problem:
             return False
         self.theta *= factors[best]
         self.tau /= factors[best]
+        self._refresh_powers()
         self.c /= factors[best]
         return True
 
