@@ -42,9 +42,10 @@ The choices the specification leaves open, as made here:
 * **Transcendentals.** The same transcendental `math` ops again, counted
   as loads are: once per execution per register they fill, once per vector
   in a loop the backend vectorises; each in exps, the instructions presk's
-  own implementation emits for a register of it over an exp's
-  (`presk.lowering.mathlib.instructions`: on 256 bits a log is 1.42 exps
-  in f32 and 1.29 in f64, a tanh 1.58 and 1.65, an erf 1.96 and 3.48), so
+  own implementation emits for it over an exp's, in the lanes it runs in
+  (`presk.lowering.mathlib.instructions`: in vectors of 256 bits a log is
+  1.42 exps in f32 and 1.29 in f64, a tanh 1.58 and 1.65, an erf 1.96 and
+  3.48; in scalars, where an exp is its whole method, a log is 0.86), so
   that the rate the calibration fits on its exponentials prices the others.
 * **Bytes (Q).** Every buffer the kernel loads from or stores to, once
   (a buffer both read and written counts once), whole: elements × element
@@ -281,9 +282,9 @@ class _Loop:
     vectorises the loop only if they are contiguous along it too (`backend_lanes`)."""
     work: int = 0
     loads: int = 0
-    transcendental: float = 0.0
-    """Transcendental functions evaluated directly in its body, once per register, each in exps
-    (`_Walk._relative_cost`)."""
+    transcendentals: list[tuple[str, int, int, int]] = field(default_factory=list)
+    """The transcendental functions evaluated directly in its body: (`mathlib`'s name, or "" for one presk
+    does not implement; the element's bits; the registers it fills; the lanes it is written in)."""
     vector_lanes: int = 1
     """The lanes the backend runs this (innermost, scalar-written) loop at (`backend_lanes`); 1: as written."""
     chains: int = 0
@@ -345,19 +346,6 @@ class _Walk:
         held = max(1, self.vector_bits // (8 * _element_bytes(t.element_type)))  # type: ignore[attr-defined]
         return min(lanes, held), -(-lanes // held)
 
-    def _relative_cost(self, name: str, t: Attribute) -> float:
-        """One evaluation of transcendental `name` on `t`'s element in exps: the instructions presk's
-        implementation emits for a register of them over an exp's (`mathlib.instructions`), the
-        function's own weight beside the rate the calibration fits on its exponentials; 1 for one presk
-        does not implement itself."""
-        function = _MATH_FUNCTIONS.get(name)
-        element = getattr(t, "element_type", t)
-        width = {Float32Type: 32, Float64Type: 64}.get(type(element))
-        if function is None or width is None:
-            return 1.0
-        lanes = max(1, self.vector_bits // width) if self.vector_bits else 1
-        return mathlib.instructions(function, width, lanes) / mathlib.instructions("exp", width, lanes)
-
     def _register_group(self, t: Attribute) -> int:
         """The lanes of the register group a written vector runs in: its own where they fill a register the
         profiles calibrate (256 or 512 bits), else the narrowest such register that holds them.
@@ -392,7 +380,10 @@ class _Walk:
                 loop.work += weight
                 if weight and name in _TRANSCENDENTAL:
                     result = op.results[0].type
-                    loop.transcendental += self._registers(result)[1] * self._relative_cost(name, result)
+                    element = getattr(result, "element_type", result)
+                    lanes, registers = self._registers(result)
+                    width = {Float32Type: 32, Float64Type: 64}.get(type(element), 0)
+                    loop.transcendentals.append((_MATH_FUNCTIONS.get(name, ""), width, registers, lanes))
             for region in op.regions:
                 for inner in region.blocks:
                     self._block(inner, loop)
@@ -581,6 +572,22 @@ def _in_place_fma(op: scf.ForOp) -> Operation | None:
                 and list(load.operands) == list(inner.operands[1:])):  # fmt: skip
             return inner
     return None
+
+
+def _in_exps(loop: _Loop) -> float:
+    """The transcendentals of `loop`'s body, once per register, each in exps: the instructions presk's
+    implementation emits for it over an exp's (`mathlib.instructions`), both in the lanes it runs in (a
+    written vector's, else the loop's as the backend runs it: a scalar exp is the whole method, a
+    vector's the quick form of the normal range), so that the rate the calibration fits on its
+    exponentials prices the others; 1 for a function presk does not implement itself."""
+    total = 0.0
+    for function, width, registers, written in loop.transcendentals:
+        if not function or not width:
+            total += registers
+            continue
+        lanes = written if written > 1 else loop.vector_lanes
+        total += registers * mathlib.instructions(function, width, lanes) / mathlib.instructions("exp", width, lanes)
+    return total
 
 
 def backend_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:
@@ -995,7 +1002,7 @@ def kernel_terms_by_rules(
     base_work = sum(loop.work * runs[loop.id] for loop in walk.loops)
     loop_runs = sum(runs[loop.id] for loop in walk.loops if loop.op is not None)
     loads = sum(loop.loads * runs[loop.id] / loop.vector_lanes for loop in walk.loops)
-    transcendental = sum(loop.transcendental * runs[loop.id] / loop.vector_lanes for loop in walk.loops)
+    transcendental = sum(_in_exps(loop) * runs[loop.id] / loop.vector_lanes for loop in walk.loops)
     spill = _spill(walk, runs, desc.vector_registers)
     stall = _stall(walk, runs, desc.fma_chains)
 
