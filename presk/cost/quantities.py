@@ -190,6 +190,8 @@ _TRANSCENDENTAL = frozenset({
 })  # fmt: skip
 _MATH_FUNCTIONS = {op: function for op, function in MATH.items() if op in _TRANSCENDENTAL}
 """The transcendentals presk implements itself (`presk.lowering.mathlib`), by the name it gives them there."""
+_MATH_WIDTHS: dict[type, int] = {Float32Type: 32, Float64Type: 64}
+"""The element types presk's implementations take (bf16 computes in f32), by their bits."""
 _FREE = frozenset({
     "arith.constant", "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui",
     "arith.bitcast", "arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci",
@@ -382,7 +384,7 @@ class _Walk:
                     result = op.results[0].type
                     element = getattr(result, "element_type", result)
                     lanes, registers = self._registers(result)
-                    width = {Float32Type: 32, Float64Type: 64}.get(type(element), 0)
+                    width = _MATH_WIDTHS.get(type(element), 0)
                     loop.transcendentals.append((_MATH_FUNCTIONS.get(name, ""), width, registers, lanes))
             for region in op.regions:
                 for inner in region.blocks:
