@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from presk.cli.program import Program, in_program
 from presk.diagnostics import PreskError
-from presk.jit.executor import HostProgram, Runner
-from presk.pipeline import lower
 from presk.plans import Plan
+
+if TYPE_CHECKING:  # the lowering and the executors are imported where they run: `presk run`'s reference
+    # interpreter needs neither, and they are a quarter of a second of a process's start
+    from presk.jit.executor import HostProgram, Runner
 
 KERNEL_BACKENDS = ("kernel", "native")
 
@@ -60,6 +62,13 @@ def make_runner(backend: str, threads: int | None = None) -> Runner:
     raise PreskError("E4001", f"--backend {backend}: the kernel backends are {', '.join(KERNEL_BACKENDS)}")
 
 
+def lower(module: Any, entry: str, env: dict[str, int], plan: Plan, *flags: bool | None) -> Any:
+    """`presk.pipeline.lower`, imported at the first lowering (the suite's conftest memoizes this name)."""
+    from presk.pipeline import lower as lower_entry
+
+    return lower_entry(module, entry, env, plan, *flags)
+
+
 def compile_entry(program: Program, entry: str, plan: Plan, fuse: bool = True, donate: str | None = None) -> Any:
     """The kernel module of `entry`, with the plan's errors placed at their source line.
 
@@ -79,4 +88,6 @@ def compile_entry(program: Program, entry: str, plan: Plan, fuse: bool = True, d
 def host_program(
     program: Program, entry: str, plan: Plan, backend: str, threads: int | None, fuse: bool, donate: str | None = None
 ) -> HostProgram:
+    from presk.jit.executor import HostProgram
+
     return HostProgram(compile_entry(program, entry, plan, fuse, donate), make_runner(backend, threads))

@@ -15,7 +15,6 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-import mpmath
 import numpy as np
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
@@ -42,7 +41,6 @@ from presk.dialects.psk_core_types import describe
 from presk.interp.inputs import check_inputs, load_inputs, make_inputs
 from presk.interp.values import leaf_items
 from presk.ir.calls import find_entry
-from presk.jit.executor import flatten_inputs, rebuild_results
 from presk.plans import Plan
 
 
@@ -107,6 +105,8 @@ def _run(args: argparse.Namespace, plan: Plan | None, source: Source, passes: tu
 
             plan = auto_plan(program, args.entry, args.realize, args.profile, args.save_plan)
         plan = plan or plan_of("f64", None)
+        from presk.jit.executor import flatten_inputs, rebuild_results  # the kernel backends' layers, imported here
+
         host = host_program(program, args.entry, plan, args.backend, args.threads, not args.no_fuse, args.donate)
         leaves = host(host.prepare_inputs(flatten_inputs(inputs)) if host.donated else flatten_inputs(inputs))
         outputs = rebuild_results(leaves, host.result_paths, len(func.function_type.outputs.data))
@@ -153,7 +153,8 @@ def print_output(
 
 
 def _number(x: Any, digits: int) -> str:
-    if isinstance(x, mpmath.mpf):
+    mpmath = sys.modules.get("mpmath")  # imported by the reference interpreter when --bits computes in it
+    if mpmath is not None and isinstance(x, mpmath.mpf):
         return mpmath.nstr(x, digits)
     return repr(float(x))
 
