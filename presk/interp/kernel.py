@@ -867,14 +867,14 @@ def _run_batch(interp: Interpreter, ops: tuple[Operation, ...]) -> None:
     comes out broadcast along an axis it does not vary on.
     """
     operands = [interp.get_values(op.operands) for op in ops]
-    shape = getattr(operands[0][0], "shape", ())
-    if not all(getattr(v, "shape", ()) == shape for values in operands for v in values):
-        # Not every operand of one shape (seldom): the members' broadcast shapes, which must agree.
-        shapes = {np.broadcast_shapes(*(np.shape(v) for v in values)) for values in operands}
-        if len(shapes) != 1:
-            _run_ops(interp, ops)
-            return
-        (shape,) = shapes
+    # The members' broadcast shapes, which must agree; read once per distinct pattern of operand shapes (a
+    # tile's members share one or two: its scalars beside its vectors, a hoisted value beside the loop's).
+    patterns = {tuple(getattr(v, "shape", ()) for v in values) for values in operands}
+    shapes = {_broadcast_shape(pattern) for pattern in patterns}
+    if len(shapes) != 1:
+        _run_ops(interp, ops)
+        return
+    (shape,) = shapes
     stacked = []
     for k in range(len(operands[0])):
         column = np.empty((len(ops), *shape), dtype=operands[0][k].dtype)
@@ -882,8 +882,16 @@ def _run_batch(interp: Interpreter, ops: tuple[Operation, ...]) -> None:
             column[j] = values[k]  # broadcasts; same dtype, so exact
         stacked.append(column)
     (out,) = interp.run_op(ops[0], tuple(stacked))
-    for j, op in enumerate(ops):
-        interp.set_values([(op.results[0], out[j])])
+    interp.set_values((op.results[0], out[j]) for j, op in enumerate(ops))
+
+
+def _broadcast_shape(shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    """numpy's broadcast shape of `shapes`, without its call where they are one shape and scalars (the usual case)."""
+    distinct = set(shapes)
+    distinct.discard(())
+    if len(distinct) <= 1:
+        return distinct.pop() if distinct else ()
+    return np.broadcast_shapes(*distinct)
 
 
 # --------------------------------------------------------------------------
