@@ -42,6 +42,7 @@ error, robust to the few points the shared machine disturbed.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -104,6 +105,14 @@ class FormScore:
     form: Form
     u: float
     objective: float
+
+
+@functools.cache
+def _factors(h: float) -> np.ndarray:
+    """The trial factors of a move at step h, e^(h·j) for j in [−K, K] (read-only: shared by every move at h)."""
+    factors = np.exp(h * np.arange(-_K, _K + 1))
+    factors.flags.writeable = False
+    return factors
 
 
 def median_abs_relative(predicted: np.ndarray, seconds: np.ndarray) -> float:
@@ -251,7 +260,9 @@ class _Problem:
         self.lam, self.spawn = min(candidates, key=lambda ls: cost(*ls))
 
     def _trial(self, r: int, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The objective over rate r's samples with θ_r × each factor: (objectives, C per trial, members)."""
+        """The objective over rate r's samples with θ_r × each factor: (objectives, C per trial, members).
+
+        Called inside `descend`, whose error state lets a power overflow to inf (a trial no better than any)."""
         members = self.members[r]
         k = int(self.term_of[r])
         cand = self.tau[k, members][None, :] / factors[:, None]  # J × m
@@ -263,17 +274,15 @@ class _Problem:
                 if self.how == "max":
                     c = c + tau_m[group].max(axis=0)
                 else:
-                    with np.errstate(over="ignore"):
-                        c = c + np.power(tau_m[group].sum(axis=0), 1.0 / self.q)
+                    c = c + np.power(tau_m[group].sum(axis=0), 1.0 / self.q)
                 continue
             others = [j for j in group if j != k]
             if self.how == "max":
                 rest = tau_m[others].max(axis=0) if others else np.zeros(len(members))
                 combined = np.maximum(rest[None, :], cand)
             else:
-                with np.errstate(over="ignore"):
-                    rest = tau_m[others].sum(axis=0) if others else np.zeros(len(members))
-                    combined = np.power(rest[None, :] + np.power(cand, self.q), 1.0 / self.q)
+                rest = tau_m[others].sum(axis=0) if others else np.zeros(len(members))
+                combined = np.power(rest[None, :] + np.power(cand, self.q), 1.0 / self.q)
         assert combined is not None
         trial_c = combined + c[None, :]
         offset = self.lam * self.x[members]
@@ -285,7 +294,7 @@ class _Problem:
     def move_rate(self, r: int, h: float) -> bool:
         if not len(self.members[r]) or not math.isfinite(self.theta[r]):
             return False
-        factors = np.exp(h * np.arange(-_K, _K + 1))
+        factors = _factors(h)
         objectives, trial_c, members = self._trial(r, factors)
         objectives = np.where(np.isfinite(objectives), objectives, np.inf)
         best = int(np.argmin(objectives))
@@ -300,7 +309,7 @@ class _Problem:
 
     def move_scale(self, h: float) -> bool:
         """Every rate × f at once: C/f, since C is homogeneous."""
-        factors = np.exp(h * np.arange(-_K, _K + 1))
+        factors = _factors(h)
         offset = self.lam * self.x if self.y is None else self.lam * self.x + self.spawn * self.y
         resid = self.c[None, :] / factors[:, None] + offset[None, :] - 1.0
         objectives = np.einsum("ij,ij->i", resid, resid)
@@ -316,19 +325,20 @@ class _Problem:
     def descend(self, h0: float = _H0) -> None:
         self.solve_offsets()
         h = h0
-        while h >= _H_MIN:
-            for _ in range(_MAX_SWEEPS):
-                moved = False
-                for r in range(len(self.names)):
-                    if self.move_rate(r, h):
+        with np.errstate(over="ignore"):
+            while h >= _H_MIN:
+                for _ in range(_MAX_SWEEPS):
+                    moved = False
+                    for r in range(len(self.names)):
+                        if self.move_rate(r, h):
+                            moved = True
+                            self.solve_offsets()
+                    if self.move_scale(h):
                         moved = True
                         self.solve_offsets()
-                if self.move_scale(h):
-                    moved = True
-                    self.solve_offsets()
-                if not moved:
-                    break
-            h /= 4.0
+                    if not moved:
+                        break
+                h /= 4.0
 
     def unidentified(self) -> set[str]:
         """Rates whose term decides no prediction: raising them leaves the objective as it is."""
@@ -339,7 +349,8 @@ class _Problem:
             if not len(self.members[r]) or not math.isfinite(self.theta[r]):
                 result.add(name)
                 continue
-            objectives, _, members = self._trial(r, _IDENTIFY_FACTORS)
+            with np.errstate(over="ignore"):
+                objectives, _, members = self._trial(r, _IDENTIFY_FACTORS)
             here = self.ratio()[members] - 1.0
             if float(np.max(np.abs(objectives - float(here @ here)))) <= tolerance:
                 result.add(name)
