@@ -1031,20 +1031,30 @@ def kernel_terms_by_rules(
     scattered = _Scattered(walk, shapes, sizes, desc.line)
     written = frozenset(walk.written)
 
+    traffic: dict[tuple[bool, bool, bool], tuple[float, ...]] = {}
+
+    def traffic_of(lines: bool, sets: bool, shared: bool) -> tuple[float, ...]:
+        """The six traffic terms, which the rules decide through these three alone (not `overhead`)."""
+        if (lines, sets, shared) not in traffic:
+            line = desc.line if lines else None
+            if (line, sets) not in footprints:
+                footprints[line, sets] = _Footprints(walk, shapes, sizes, line, sets)
+            footprint = footprints[line, sets]
+            groups = [buffers] if shared else [[b] for b in buffers]
+            carry = lines or shared
+            levels = _levels(desc, walk.workers, sets)
+            traffic[lines, sets, shared] = (
+                *(_traffic(walk.root, footprint, level, groups, carry) for level in levels),
+                *(_traffic(walk.root, footprint, level, groups, carry, scattered) for level in levels[:2]),
+                _traffic(walk.root, footprint, levels[0], groups, carry, _Written(footprint, written)),
+            )
+        return traffic[lines, sets, shared]
+
     def terms(rules: frozenset[str]) -> KernelTerms:
         work = base_work + (loop_runs if "overhead" in rules else 0)
-        sets = "sets" in rules
-        line = desc.line if "lines" in rules else None
-        if (line, sets) not in footprints:
-            footprints[line, sets] = _Footprints(walk, shapes, sizes, line, sets)
-        footprint = footprints[line, sets]
-        groups = [buffers] if "shared" in rules else [[b] for b in buffers]
-        carry = "lines" in rules or "shared" in rules
-        levels = _levels(desc, walk.workers, sets)
-        q_l2, q_l3, q_mem = (_traffic(walk.root, footprint, level, groups, carry) for level in levels)
-        q_l2_scattered, q_l3_scattered = (_traffic(walk.root, footprint, level, groups, carry, scattered)
-                                          for level in levels[:2])
-        q_l2_written = _traffic(walk.root, footprint, levels[0], groups, carry, _Written(footprint, written))
+        q_l2, q_l3, q_mem, q_l2_scattered, q_l3_scattered, q_l2_written = traffic_of(
+            "lines" in rules, "sets" in rules, "shared" in rules
+        )
         return KernelTerms(
             work=float(work), bytes=float(nbytes), loads=float(loads), spill=float(spill),
             q_l2=float(q_l2), q_l3=float(q_l3), q_mem=float(q_mem),
