@@ -63,7 +63,8 @@ def make_runner(backend: str, threads: int | None = None) -> Runner:
 
 
 def lower(module: Any, entry: str, env: dict[str, int], plan: Plan, *flags: bool | None) -> Any:
-    """`presk.pipeline.lower`, imported at the first lowering (the suite's conftest memoizes this name)."""
+    """`presk.pipeline.lower`, imported at the first lowering rather than at the command's start; a name of
+    this module, so that a caller can put a memo in its place (the suite's conftest does)."""
     from presk.pipeline import lower as lower_entry
 
     return lower_entry(module, entry, env, plan, *flags)
