@@ -70,7 +70,6 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
     PatternRewriteWalker,
     RewritePattern,
@@ -621,5 +620,7 @@ class VectorizeContractions(ModulePass):
         sums = PatternRewriteWalker(VectorizeTileSums(machine), apply_recursively=False)
         if not sums.rewrite_module(op):
             return
-        PatternRewriteWalker(GreedyRewritePatternApplier([VectorizeTileStores()])).rewrite_module(op)
+        # One walk: each group of stores packs from values the sums' rewrite already made, never from
+        # another group's, so nothing a rewrite inserts is matched again.
+        PatternRewriteWalker(VectorizeTileStores(), apply_recursively=False).rewrite_module(op)
         dce(op)  # the scalar loads, fmas and constants the vectors replaced
