@@ -431,7 +431,7 @@ def autotune(
     retimed = {(r["shape_key"], point_key(r["point"])) for r in all_records
                if r["machine"] == machine_key and r.get("record") == "retime"}  # fmt: skip
     fresh = {r["shape_key"] for r in new if r["machine"] == machine_key}
-    all_records += _retime_shapes(shapes, mine, fresh, retimed, runner, machine_key, results_path, budget_s,
+    all_records += _retime_shapes(shapes, mine, legal, fresh, retimed, runner, machine_key, results_path, budget_s,
                                   started, err)  # fmt: skip
     mine = _machine_points(with_retimes(all_records), machine_key)  # the finalists at their retimed times
     outcomes = [_outcome(nest, legal[nest.site], mine, totals.get(nest.site), u, candidates) for nest in nests]
@@ -565,18 +565,34 @@ def prepare_shape(shape: Shape, runner: Any) -> None:
         shape.reference = reference_outputs(lower_point(shape.iso, {}), shape.leaves, runner)
 
 
-def finalists(lines: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def model_pick(lines: Sequence[Mapping[str, Any]], space_order: Mapping[str, int] | None = None) -> int | None:
+    """The index in `lines` of the point the model prices least among those with the default's bits, or None.
+
+    Ties are broken as `presk plan` breaks them, by the order of the space
+    (`space_order`: a point key's position in it), then by the order of
+    `lines`. Never by the measurements: the model often prices alike points
+    that differ only in a split's depth or a k-block the registers hide, and
+    taking the fastest measured of those would credit the model with a
+    choice the plan does not make.
+    """
+    ranked = [
+        (r["predicted_s"], (space_order or {}).get(point_key(r["point"]), len(lines)), i)
+        for i, r in enumerate(lines)
+        if r["bits"] == "ok" and not r.get("default") and isinstance(r.get("predicted_s"), (int, float))
+    ]  # fmt: skip
+    return min(ranked)[2] if ranked else None
+
+
+def finalists(lines: Sequence[Mapping[str, Any]], space_order: Mapping[str, int] | None = None) -> list[Mapping[str, Any]]:
     """A shape's points to time again: those measured within `FINALISTS` of its best (at most `MAX_FINALISTS`,
-    the fastest) and the one the model prices least, among the points with the default's bits."""
+    the fastest) and the model's pick (`model_pick`), among the points with the default's bits."""
     ok = sorted((r for r in lines if r["bits"] == "ok" and not r.get("default")), key=lambda r: r["median_s"])
     if not ok:
         return []
     chosen = [r for r in ok if r["median_s"] <= FINALISTS * ok[0]["median_s"]][:MAX_FINALISTS]
-    priced = [r for r in ok if isinstance(r.get("predicted_s"), (int, float))]
-    if priced:
-        pick = min(priced, key=lambda r: r["predicted_s"])
-        if all(point_key(r["point"]) != point_key(pick["point"]) for r in chosen):
-            chosen.append(pick)
+    pick = model_pick(lines, space_order)
+    if pick is not None and all(point_key(r["point"]) != point_key(lines[pick]["point"]) for r in chosen):
+        chosen.append(lines[pick])
     return chosen
 
 
@@ -617,14 +633,16 @@ def _machine_points(records: Iterable[Mapping[str, Any]], machine_key: str) -> d
 
 
 def _retime_shapes(shapes: Mapping[str, Shape], mine: Mapping[tuple[str, str], Mapping[str, Any]],
-                   fresh: set[str], retimed: set[tuple[str, str]], runner: Any, machine_key: str,
-                   results_path: str, budget_s: float | None, started: float,
+                   spaces: Mapping[str, Sequence[Point]], fresh: set[str], retimed: set[tuple[str, str]],
+                   runner: Any, machine_key: str, results_path: str, budget_s: float | None, started: float,
                    err: TextIO) -> list[dict[str, Any]]:  # fmt: skip
     """Time the finalists of every shape again, where a point was measured in this run or a finalist has no
-    retime yet; each shape's lines appended as it is done. Nothing once the budget is spent."""
+    retime yet; each shape's lines appended as it is done. Nothing once the budget is spent. `spaces`: each
+    nest's legal points in the space's order, which breaks the model's ties."""
     todo: list[tuple[Shape, list[Mapping[str, Any]]]] = []
     for key, shape in shapes.items():
-        chosen = finalists([r for (k, _), r in mine.items() if k == key])
+        order = {point_key(p): i for i, p in enumerate(spaces.get(shape.site, ()))}
+        chosen = finalists([r for (k, _), r in mine.items() if k == key], order)
         if len(chosen) < 2:
             continue
         if key in fresh or any((key, point_key(r["point"])) not in retimed for r in chosen):

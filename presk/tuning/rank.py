@@ -42,7 +42,7 @@ import numpy as np
 from presk.cost.fit import spearman
 from presk.cost.profile import load_profile
 from presk.diagnostics import PreskError
-from presk.tuning.autotune import with_retimes
+from presk.tuning.autotune import model_pick, with_retimes
 
 __all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "figures", "plot", "report"]
 
@@ -150,7 +150,10 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
         if max(predicted[i], predicted[j]) > (1 + u) * min(predicted[i], predicted[j]):
             decided += 1
             decided_right += ok
-    pick_i = int(np.argmin(predicted))  # the first of equals, as presk plan keeps it
+    # The first of equals in the space's order, as presk plan keeps it: the order its prices line kept.
+    order = {key: i for i, key in enumerate(prices[0]["prices"])} if prices else None
+    pick_i = model_pick(points, order)
+    assert pick_i is not None, "every point here has a prediction and the default's bits"
     best_i = int(np.argmin(measured))
     best_m = measured[best_i]
     candidates = predicted <= predicted[pick_i] * (1 + u)

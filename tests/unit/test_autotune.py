@@ -285,6 +285,38 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "and 2 of them again in" in out
 
 
+def test_a_tie_in_the_models_prices_goes_to_the_first_point_of_the_space_not_the_fastest_measured(
+    tmp_path: Path,
+) -> None:
+    """Two points priced alike, the second in the space measured faster: the model's pick, the one timed
+    again and the one `presk rank` judges, is the first, as `presk plan` would choose it."""
+    common = {"machine": "m", "site": "f/%0", "shape_key": "k", "shape": "[i: 4]", "bits": "ok", "u": 0.1,
+              "profile": None, "seconds": 0.5, "default": False}  # fmt: skip
+    first, second, other = ({"tile": [1, 8], "kblock": kb} for kb in ("none", 32, 64))
+    lines = [
+        {**common, "point": first, "predicted_s": 2e-6, "median_s": 6.5e-6, "q1_s": 6.4e-6, "q3_s": 6.6e-6},
+        {**common, "point": second, "predicted_s": 2e-6, "median_s": 5.0e-6, "q1_s": 4.9e-6, "q3_s": 5.1e-6},
+        {**common, "point": other, "predicted_s": 3e-6, "median_s": 5.1e-6, "q1_s": 5.0e-6, "q3_s": 5.2e-6},
+    ]
+    # The space's order: first, second, other. `first` is beyond `FINALISTS` of the best: only as the pick is it
+    # timed again (the measurements would have given the tie to `second`).
+    assert 6.5e-6 > at.FINALISTS * 5.0e-6
+    chosen = [r["point"] for r in at.finalists(lines, {point_key(p): i for i, p in enumerate([first, second, other])})]
+    assert first in chosen and second in chosen and other in chosen
+    assert at.model_pick(lines) == 0
+    # A space that lists `second` first gives it the tie, whatever the file's order.
+    assert at.model_pick(lines, {point_key(second): 0, point_key(first): 1, point_key(other): 2}) == 1
+    # `presk rank` reads the space's order from the shape's prices line.
+    prices = {"record": "prices", "machine": "m", "shape_key": "k", "points": 3, "seconds": 1.0}
+    for n, (order, pick) in enumerate((([first, second, other], first), ([second, first, other], second))):
+        path = tmp_path / f"r{n}.jsonl"
+        records = [*lines, {**prices, "prices": {point_key(p): 2e-6 for p in order}}]
+        path.write_text("".join(json.dumps(line) + "\n" for line in records))
+        (f,) = figures(at.read_results(path))
+        assert f.pick is not None and f.pick["point"] == pick
+        assert f.pick_ratio == pytest.approx((6.5 if pick == first else 5.0) / 5.0)
+
+
 # --------------------------------------------------------------------------
 # Errors.
 
