@@ -4,6 +4,7 @@
     python bench/bench_cost.py --profile P.json --dtypes f32 --rounds 5
     python bench/bench_cost.py --profile P.json --no-fuse         # every primitive its own kernel
     python bench/bench_cost.py --profile P.json --against Q.json  # two profiles on the same timings
+    python bench/bench_cost.py --profile P.json --twice           # each timing against the other
     python bench/bench_cost.py --profile P.json --speed           # only the cost of one prediction
 
 For every corpus entry below, in each type, `presk bench FILE --entry E
@@ -31,6 +32,11 @@ more than two models differ (W alone, which no profile touches, moved by
 up to 0.4 on the unfused layer norm): ranked on the same times, what
 differs is the models.
 
+`--twice` times each entry's kernels twice, one timing after the other, and
+gives the model's Spearman against each and the two timings' against each
+other: where the kernels are a few microseconds apart, the second figure
+is the most any model could reach against such a timing.
+
 `--speed` times, on a GEMM kernel of each register tile the calibration uses,
 the three steps of pricing one layout point: lowering it (`presk.pipeline.lower`),
 reading its terms (`presk.cost.quantities.kernel_terms`), and the model's
@@ -48,6 +54,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,38 +104,55 @@ def corpus_table(profile: str, dtypes: list[str], rounds: int, fuse: bool = True
             print(f"| {path} | {entry} | {shown} | {dtype} | {kernels} | {counts} | {work} | {model} |", flush=True)
 
 
-def paired_table(profile: str, against: str, dtypes: list[str], fuse: bool = True) -> None:
-    """The corpus table with a column per profile, both ranking one timing of each entry's kernels (`--against`)."""
-    from presk.cli.backends import compile_entry, make_runner
+def _timed_samples(profile: Any, path: str, entry: str, sizes: tuple[str, ...], dtype: str, runner: Any,
+                   fuse: bool, timings: int) -> tuple[list[list[Any]], dict[str, Any]]:  # fmt: skip
+    """The entry's kernels compiled once and timed `timings` times, as a calibration times them (every launch,
+    the first dropped, the median of at least 9 calls and 0.3 s), their terms read with `profile`'s machine
+    description and rules; and the kernels by name."""
+    from presk.cli.backends import compile_entry
     from presk.cli.program import load_program, plan_of
     from presk.cli.source import read_input
+    from presk.cost.terms import MachineDesc
+    from presk.dialects.psk_kernel import KernelOp
+    from presk.interp.inputs import make_inputs
+    from presk.ir.calls import find_entry
+    from presk.jit.executor import flatten_inputs
+    from presk.target import target_machine
+    from presk.tuning.calibration import MAX_CALLS, kernel_samples
+
+    dims = [sizes[i + 1] for i in range(0, len(sizes), 2) if sizes[i] == "--dim"]
+    consts = [sizes[i + 1] for i in range(0, len(sizes), 2) if sizes[i] == "--const"]
+    program = load_program(read_input(str(ROOT / path)), dims, consts, entries=[entry])
+    kernels = compile_entry(program, entry, plan_of(dtype, None), fuse=fuse)
+    leaves = flatten_inputs(make_inputs(find_entry(program.parsed.module, entry), program.env, 0))
+    desc = profile.machine_desc or MachineDesc.of(target_machine())
+    runs = [kernel_samples(kernels, leaves, runner, desc, {}, min_calls=9, min_seconds=0.3, max_calls=MAX_CALLS,
+                           rules=[",".join(sorted(profile.rules))]) for _ in range(timings)]  # fmt: skip
+    named = {k.sym_name.data: k for k in kernels.body.block.ops if isinstance(k, KernelOp)}
+    return runs, named
+
+
+def _cells(figures: list[float]) -> str:
+    return " | ".join("n/a" if np.isnan(f) else f"{f:.3f}" for f in figures)
+
+
+def paired_table(profile: str, against: str, dtypes: list[str], fuse: bool = True) -> None:
+    """The corpus table with a column per profile, both ranking one timing of each entry's kernels (`--against`)."""
+    from presk.cli.backends import make_runner
     from presk.cost.fit import spearman
     from presk.cost.models import predict_many
     from presk.cost.profile import load_profile
     from presk.cost.quantities import kernel_terms
-    from presk.dialects.psk_kernel import KernelOp
-    from presk.interp.inputs import make_inputs
-    from presk.ir.calls import find_entry
     from presk.cost.terms import MachineDesc
-    from presk.jit.executor import flatten_inputs
     from presk.target import target_machine
-    from presk.tuning.calibration import MAX_CALLS, kernel_samples
 
     profiles = [load_profile(profile), load_profile(against)]
     runner = make_runner("native", None)
     print(f"| program | entry | sizes | type | kernels | counts | W | {Path(profile).name} | {Path(against).name} |")
     print("|---|---|---|---|---|---|---|---|---|")
     for path, entry, sizes in ENTRIES:
-        dims = [sizes[i + 1] for i in range(0, len(sizes), 2) if sizes[i] == "--dim"]
-        consts = [sizes[i + 1] for i in range(0, len(sizes), 2) if sizes[i] == "--const"]
         for dtype in dtypes:
-            program = load_program(read_input(str(ROOT / path)), dims, consts, entries=[entry])
-            kernels = compile_entry(program, entry, plan_of(dtype, None), fuse=fuse)
-            leaves = flatten_inputs(make_inputs(find_entry(program.parsed.module, entry), program.env, 0))
-            desc = profiles[0].machine_desc or MachineDesc.of(target_machine())
-            samples = kernel_samples(kernels, leaves, runner, desc, {}, min_calls=9, min_seconds=0.3, max_calls=MAX_CALLS,
-                                     rules=[",".join(sorted(profiles[0].rules))])  # fmt: skip
-            named = {k.sym_name.data: k for k in kernels.body.block.ops if isinstance(k, KernelOp)}
+            (samples,), named = _timed_samples(profiles[0], path, entry, sizes, dtype, runner, fuse, 1)
             measured = np.array([s.seconds for s in samples])
             figures = [spearman(np.array([s.counts for s in samples], dtype=float), measured),
                        spearman(np.array([next(iter(s.terms.values())).work for s in samples]), measured)]
@@ -141,8 +165,32 @@ def paired_table(profile: str, against: str, dtypes: list[str], fuse: bool = Tru
                                for s in samples])  # fmt: skip
                 figures.append(spearman(predict_many(constants, terms), measured))
             shown = " ".join(s for s in sizes if not s.startswith("--"))
-            cells = " | ".join("n/a" if np.isnan(f) else f"{f:.3f}" for f in figures)
-            print(f"| {path} | {entry} | {shown} | {dtype} | {len(samples)} | {cells} |", flush=True)
+            print(f"| {path} | {entry} | {shown} | {dtype} | {len(samples)} | {_cells(figures)} |", flush=True)
+
+
+def twice_table(profile: str, dtypes: list[str], fuse: bool = True) -> None:
+    """Each entry's kernels timed twice (`--twice`): the model against each timing, and the timings against each
+    other, the rank correlation the measurement itself resolves."""
+    from presk.cli.backends import make_runner
+    from presk.cost.fit import spearman
+    from presk.cost.models import predict_many
+    from presk.cost.profile import load_profile
+
+    loaded = load_profile(profile)
+    constants = loaded.layout or loaded.roofline
+    assert constants is not None
+    runner = make_runner("native", None)
+    print("| program | entry | sizes | type | kernels | model, 1st timing | model, 2nd timing | 1st timing, 2nd |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path, entry, sizes in ENTRIES:
+        for dtype in dtypes:
+            (first, second), _ = _timed_samples(loaded, path, entry, sizes, dtype, runner, fuse, 2)
+            assert [s.extra["kernel"] for s in first] == [s.extra["kernel"] for s in second]
+            times = [np.array([s.seconds for s in run]) for run in (first, second)]
+            model = predict_many(constants, [next(iter(s.terms.values())) for s in first])
+            figures = [spearman(model, times[0]), spearman(model, times[1]), spearman(times[0], times[1])]
+            shown = " ".join(s for s in sizes if not s.startswith("--"))
+            print(f"| {path} | {entry} | {shown} | {dtype} | {len(first)} | {_cells(figures)} |", flush=True)
 
 
 def _median_seconds(action, repeat: int) -> float:
@@ -199,6 +247,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="timed calls of each entry (default 5)")
     parser.add_argument("--no-fuse", action="store_true", help="launch every primitive by itself (presk bench --no-fuse)")
     parser.add_argument("--against", metavar="Q.json", help="a second profile, priced on the same timings")
+    parser.add_argument("--twice", action="store_true",
+                        help="time each entry's kernels twice: the model against each timing, and the two timings "
+                             "against each other (what the measurement itself resolves)")
     parser.add_argument("--speed", action="store_true", help="only the cost of pricing one layout point")
     parser.add_argument("--repeat", type=int, default=50, help="repetitions of each --speed measurement")
     args = parser.parse_args()
@@ -209,6 +260,9 @@ def main() -> None:
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     if args.against:
         paired_table(args.profile, args.against, dtypes, not args.no_fuse)
+        return
+    if args.twice:
+        twice_table(args.profile, dtypes, not args.no_fuse)
         return
     corpus_table(args.profile, dtypes, args.rounds, not args.no_fuse)
 
