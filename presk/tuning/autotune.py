@@ -583,7 +583,9 @@ def model_pick(lines: Sequence[Mapping[str, Any]], space_order: Mapping[str, int
     return min(ranked)[2] if ranked else None
 
 
-def finalists(lines: Sequence[Mapping[str, Any]], space_order: Mapping[str, int] | None = None) -> list[Mapping[str, Any]]:
+def finalists(
+    lines: Sequence[Mapping[str, Any]], space_order: Mapping[str, int] | None = None
+) -> list[Mapping[str, Any]]:
     """A shape's points to time again: those measured within `FINALISTS` of its best (at most `MAX_FINALISTS`,
     the fastest) and the model's pick (`model_pick`), among the points with the default's bits."""
     ok = sorted((r for r in lines if r["bits"] == "ok" and not r.get("default")), key=lambda r: r["median_s"])
