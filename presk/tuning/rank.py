@@ -188,6 +188,12 @@ def _clock(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.1f} s"
 
 
+def _how(line: Mapping[str, Any]) -> str:
+    """How a point's time was taken: in the finalists' interleaved rounds, or in its single window. The two
+    compare only roughly (a window on a busy host reads high), so O says which it divides."""
+    return f", timed again in {line['rounds']} rounds" if "rounds" in line else ", one window"
+
+
 def report(nests: Sequence[NestFigures]) -> list[str]:
     lines = []
     for f in nests:
@@ -197,8 +203,9 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
         lines.append(f"  Spearman {rho}; pairs the measurement distinguishes ordered right "
                      f"{_share(f.right, f.distinguished)}; decided (beyond 1 + u) right {_share(f.decided_right, f.decided)}")  # fmt: skip
         assert f.pick is not None and f.best is not None
-        lines.append(f"  O: the pick {json.dumps(f.pick['point'])} measured {_time(f.pick['median_s'])}, "
-                     f"{f.pick_ratio:.3g}× the best {json.dumps(f.best['point'])} ({_time(f.best['median_s'])})")  # fmt: skip
+        lines.append(f"  O: the pick {json.dumps(f.pick['point'])} measured {_time(f.pick['median_s'])}{_how(f.pick)}, "
+                     f"{f.pick_ratio:.3g}× the best {json.dumps(f.best['point'])} ({_time(f.best['median_s'])}"
+                     f"{_how(f.best)})")  # fmt: skip
         trivially = " (trivially: the file holds only candidates)" if f.only_candidates else ""
         lines.append(f"  Q: the candidates within 1 + u {'hold' if f.q_holds else 'do not hold'} a point within "
                      f"{DISTINCT}× of the best{trivially}")  # fmt: skip

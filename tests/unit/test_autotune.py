@@ -263,6 +263,7 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     code, out, err = run_cli(["rank", str(tmp_path / "r.jsonl"), "--plot", str(tmp_path / "r.png")], capsys)
     assert code == 0, err
     assert "Spearman 0.800" in out and "4/5 (80%)" in out and "1.25×" in out and "do not hold" in out
+    assert "measured 5 µs, one window, 1.25× the best" in out and "(4 µs, one window)" in out
     assert (tmp_path / "r.png").stat().st_size > 1000
     # --u 0.6: the decided pairs are those beyond 1.6: (1,2), (1,4), (2,4), (3,4); three right.
     (g,) = figures(at.read_results(tmp_path / "r.jsonl"), u=0.6)
@@ -283,6 +284,7 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     code, out, err = run_cli(["rank", str(tmp_path / "r.jsonl")], capsys)
     assert code == 0, err
     assert "and 2 of them again in" in out
+    assert "measured 3.9 µs, timed again in 5 rounds, 1× the best" in out
 
 
 def test_a_tie_in_the_models_prices_goes_to_the_first_point_of_the_space_not_the_fastest_measured(
