@@ -467,7 +467,10 @@ def epilogue_violation(nest: NestOp) -> str | None:
     function's result and is read by one `add` alone, which is no member of
     a larger group (so it launches by itself), adds another tensor that
     broadcasts into the product's output without widening it, and is
-    realized in the product's storage type. Beyond the seed, a `mul` may
+    realized in the product's storage type, and whose other operand is no
+    product stating an epilogue too (one kernel takes the add: the first
+    fold would leave the second product read by a product's kernel, not by
+    an add; a gradient's tied weights sum two products so). Beyond the seed, a `mul` may
     take the add's place, under the same conditions but that its other
     operand may be a real too: attention's scores times their scale, which
     the product's kernel then multiplies into each finished sum instead of
@@ -488,6 +491,12 @@ def epilogue_violation(nest: NestOp) -> str | None:
     other = reader.operands[1 - uses[0].index]
     if what == "add" and not isinstance(other.type, core.TensorType):
         return "the add's other operand is a real, not a tensor"
+    partner = other.owner
+    if isinstance(partner, NestOp) and partner.layout is not None and partner.layout.stated.get("epilogue") is True:
+        return (
+            f"the {what}'s other operand is the product of nest \"{partner.site_name}\", which states the epilogue too; "
+            f"one product's kernel can take the {what}"
+        )
     if reader.results[0].type != nest.result.type:
         return f"the {what}'s other operand widens the product's output (its result type is not the product's)"
     if nest.realization is not None and group.realization is not None:

@@ -221,12 +221,20 @@ def with_epilogue(nest: Nest, point: Point, machine: Machine) -> Point:
     element, so it is stated wherever the checks allow it at `point` (the
     structural conditions on the program, the lanes' on the point) rather
     than priced. The sizes are the program's, bound when it was realized.
+
+    An epilogue taken is also stated on the program's nest, so that a later
+    nest whose product the same add reads (the tied weights of a gradient:
+    two products summed) sees it taken and keeps its own product: call it
+    on a program's nests in launch order, the first of two taking the add.
     """
     site = nest.program_site
     if nest.kind != "contraction" or site is None or point.get("epilogue") is not None:
         return point
     candidate: Point = {**point, "epilogue": True}
-    return point if violation_at(site, candidate, machine) is not None else candidate
+    if violation_at(site, candidate, machine) is not None:
+        return point
+    site.layout = LayoutAttr(candidate)
+    return candidate
 
 
 def _element_name(t: MemRefType) -> str:

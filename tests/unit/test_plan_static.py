@@ -339,8 +339,16 @@ func.func @read_twice(%x: !X, %w: !W, %b: !Bias) -> (!H, !H) {
   %2 = psk_core.exp %0 : !H
   func.return %1, %2 : !H, !H
 }
+
+func.func @tied(%x: !X, %w: !W, %y: !X, %v: !W) -> !H {
+  %0 = psk_core.dot %x, %w : !H
+  %1 = psk_core.dot %y, %v : !H
+  %2 = psk_core.add %0, %1 : !H
+  func.return %2 : !H
+}
 """
-"""Attention's scores times their scale (a mul alone reads the product), and a product two ops read."""
+"""Attention's scores times their scale (a mul alone reads the product), a product two ops read, and two
+products one add sums (a gradient's tied weights): one of them can take the add."""
 
 
 def test_the_plan_states_an_epilogue_where_the_product_can_take_it(
@@ -352,7 +360,7 @@ def test_the_plan_states_an_epilogue_where_the_product_can_take_it(
     source.write_text(EPILOGUES)
     profile = write_profile(tmp_path / "p.json", load_dominated())
     layouts = {}
-    for entry in ("scores", "read_twice"):
+    for entry in ("scores", "read_twice", "tied"):
         plan = tmp_path / f"{entry}.json"
         code, out, err = run_cli(["plan", str(source), "--entry", entry, "--dim", "B=4", "--realize", "f32",
                                   "--profile", str(profile), "-o", str(plan)], capsys)  # fmt: skip
@@ -361,6 +369,14 @@ def test_the_plan_states_an_epilogue_where_the_product_can_take_it(
         assert_same_bits(plan, entry, tmp_path, capsys, source)
     assert layouts["scores"]["scores/%0"]["epilogue"] is True
     assert "epilogue" not in layouts["read_twice"]["read_twice/%0"]
+    # The first product takes the add; the second, which the same add reads, keeps its own kernel.
+    assert layouts["tied"]["tied/%0"]["epilogue"] is True and "epilogue" not in layouts["tied"]["tied/%1"]
+    # A plan written by hand that states it on both is refused by the checks, before a kernel exists.
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps({"realization": "f32", "layout": {f"tied/%{n}": {"epilogue": True} for n in (0, 1)}}))
+    code, out, err = run_cli(["dump", str(source), "--entry", "tied", "--dim", "B=4", "--stage", "kernel",
+                              "--plan", f"@{both}"], capsys)  # fmt: skip
+    assert code != 0 and "E7002" in err and "which states the epilogue too" in err, err
     code, out, err = run_cli(["dump", str(source), "--entry", "scores", "--dim", "B=4", "--stage", "kernel",
                               "--plan", f"@{tmp_path / 'scores.json'}"], capsys)  # fmt: skip
     assert code == 0, err
