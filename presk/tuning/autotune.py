@@ -138,7 +138,8 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
 
 def with_retimes(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The records without their `"retime"` lines, each point line taking the median and quartiles of the last
-    retime of its (machine, shape, point), its `"rounds"`, and what it cost as `"retime_s"`, when it has one."""
+    retime of its (machine, shape, point), its `"rounds"` and `"batch"` (the rounds it was timed in, when the
+    line says), and what it cost as `"retime_s"`, when it has one."""
     records = list(records)
     latest = {(r["machine"], r["shape_key"], point_key(r["point"])): r for r in records if r.get("record") == "retime"}
     out = []
@@ -151,6 +152,8 @@ def with_retimes(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if again is not None:
             line.update(median_s=again["median_s"], q1_s=again["q1_s"], q3_s=again["q3_s"], rounds=again["rounds"],
                         retime_s=float(again.get("seconds", 0.0)))  # fmt: skip
+            if "batch" in again:
+                line["batch"] = again["batch"]
         out.append(line)
     return out
 
@@ -604,6 +607,7 @@ def retime(shape: Shape, lines: Sequence[Mapping[str, Any]], runner: Any, machin
     each a window of calls of every point, the order rotating; each line the median and quartiles over the rounds
     of its rounds' medians (see the module docstring)."""
     prepare_shape(shape, runner)
+    batch = f"{time.time():.6f}"  # the lines timed in these rounds, which alone compare closely
     spent = [0.0] * len(lines)
     programs = []
     for i, r in enumerate(lines):
@@ -624,7 +628,7 @@ def retime(shape: Shape, lines: Sequence[Mapping[str, Any]], runner: Any, machin
         q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
         out.append({"record": "retime", "machine": machine_key, "site": shape.site, "shape_key": shape.key,
                     "point": r["point"], "median_s": statistics.median(times), "q1_s": q[0], "q3_s": q[2],
-                    "rounds": rounds, "seconds": seconds})  # fmt: skip
+                    "rounds": rounds, "batch": batch, "seconds": seconds})  # fmt: skip
     return out
 
 

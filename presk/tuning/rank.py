@@ -79,6 +79,9 @@ class NestFigures:
     """Points timed again with the shape's other finalists (`presk.tuning.autotune.retime`), and what it cost:
     part of what choosing by measurement cost, not of a point's measurement (the sweep's estimate)."""
     retimed_seconds: float = 0.0
+    rounds_best: dict[str, Any] | None = None
+    """The best of the points timed in the same rounds as the pick (`"batch"`), when the pick was timed again:
+    O against it compares times taken side by side, which a best from another hour of a shared host may not."""
     default: dict[str, Any] | None = None
     other_sites: list[str] = field(default_factory=list)
 
@@ -171,6 +174,7 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
         priced_seconds=sum(float(p.get("seconds", 0.0)) for p in prices),
         measured_seconds=sum(float(r.get("seconds", 0.0)) for r in points),
         retimed=sum(1 for r in points if "rounds" in r),
+        rounds_best=_rounds_best(points, points[pick_i]),
         retimed_seconds=sum(float(r.get("retime_s", 0.0)) for r in points),
         default=default, other_sites=sites[1:],
     )  # fmt: skip
@@ -186,6 +190,15 @@ def _time(seconds: float) -> str:
 
 def _clock(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.1f} s"
+
+
+def _rounds_best(points: Sequence[dict[str, Any]], pick: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The fastest of the points timed again in the pick's rounds, or None (the pick was not timed again, or its
+    line does not say in which rounds)."""
+    batch = pick.get("batch")
+    if batch is None:
+        return None
+    return min((r for r in points if r.get("batch") == batch), key=lambda r: r["median_s"])
 
 
 def _how(line: Mapping[str, Any]) -> str:
@@ -206,6 +219,9 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
         lines.append(f"  O: the pick {json.dumps(f.pick['point'])} measured {_time(f.pick['median_s'])}{_how(f.pick)}, "
                      f"{f.pick_ratio:.3g}× the best {json.dumps(f.best['point'])} ({_time(f.best['median_s'])}"
                      f"{_how(f.best)})")  # fmt: skip
+        if f.rounds_best is not None and f.rounds_best is not f.best:
+            lines.append(f"  O in the pick's own rounds: {f.pick['median_s'] / f.rounds_best['median_s']:.3g}× the "
+                         f"best of them {json.dumps(f.rounds_best['point'])} ({_time(f.rounds_best['median_s'])})")  # fmt: skip
         trivially = " (trivially: the file holds only candidates)" if f.only_candidates else ""
         lines.append(f"  Q: the candidates within 1 + u {'hold' if f.q_holds else 'do not hold'} a point within "
                      f"{DISTINCT}× of the best{trivially}")  # fmt: skip

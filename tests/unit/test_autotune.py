@@ -287,6 +287,33 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "measured 3.9 µs, timed again in 5 rounds, 1× the best" in out
 
 
+def test_rank_gives_o_in_the_picks_own_rounds_where_the_best_was_timed_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pick and a third point timed again together (one batch), on a slower hour than the best's single
+    window: O against the best reads high, and `presk rank` also gives it against the best of the pick's rounds."""
+    path = hand_made(tmp_path / "r.jsonl")
+    lines = at.read_results(path)
+    common = {"record": "retime", "machine": "m", "site": "f/%0", "shape_key": "k", "rounds": 5, "seconds": 0.25}
+    for point, median, batch in (({"tile": [1, 1]}, 6.0e-6, "b"), ({"tile": [2, 8]}, 5.0e-6, "b")):
+        at.append_record(path, {**common, "point": point, "median_s": median, "q1_s": median, "q3_s": median,
+                                "batch": batch})  # fmt: skip
+    assert any(r.get("batch") == "b" for r in at.with_retimes(at.read_results(path)))
+    (f,) = figures(at.read_results(path))
+    assert f.best is not None and f.best["point"] == {"tile": [1, 8]} and f.pick_ratio == pytest.approx(1.5)
+    assert f.rounds_best is not None and f.rounds_best["point"] == {"tile": [2, 8]}
+    code, out, err = run_cli(["rank", str(path)], capsys)
+    assert code == 0, err
+    assert "O in the pick's own rounds: 1.2× the best of them" in out
+    # A pick never timed again, or timed in rounds its line does not name (a file written before batches): none.
+    (g,) = figures(lines)
+    assert g.rounds_best is None
+    old = hand_made(tmp_path / "old.jsonl")
+    at.append_record(old, {**common, "point": {"tile": [1, 1]}, "median_s": 6e-6, "q1_s": 6e-6, "q3_s": 6e-6})
+    (h,) = figures(at.read_results(old))
+    assert h.pick is not None and h.pick["rounds"] == 5 and h.rounds_best is None
+
+
 def test_a_tie_in_the_models_prices_goes_to_the_first_point_of_the_space_not_the_fastest_measured(
     tmp_path: Path,
 ) -> None:
