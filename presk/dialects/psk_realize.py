@@ -467,14 +467,15 @@ def epilogue_violation(nest: NestOp) -> str | None:
     function's result and is read by one `add` alone, which is no member of
     a larger group (so it launches by itself), adds another tensor that
     broadcasts into the product's output without widening it, and is
-    realized in the product's storage type, and whose other operand is no
-    product stating an epilogue too (one kernel takes the add: the first
-    fold would leave the second product read by a product's kernel, not by
-    an add; a gradient's tied weights sum two products so). Beyond the seed, a `mul` may
+    realized in the product's storage type. Beyond the seed, a `mul` may
     take the add's place, under the same conditions but that its other
     operand may be a real too: attention's scores times their scale, which
     the product's kernel then multiplies into each finished sum instead of
     a launch of its own reading and writing the whole score tensor again.
+    And the add's other operand is no product stating an epilogue too: one
+    kernel takes the add, and the first fold would leave the second product
+    read by a product's kernel, not by an add (a gradient's tied weights sum
+    two products so).
     """
     uses = list(nest.result.uses)
     if any(isinstance(use.operation, ReturnOp) for use in uses):
