@@ -138,8 +138,8 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
 
 def with_retimes(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The records without their `"retime"` lines, each point line taking the median and quartiles of the last
-    retime of its (machine, shape, point), its `"rounds"` and `"batch"` (the rounds it was timed in, when the
-    line says), and what it cost as `"retime_s"`, when it has one."""
+    retime of its (machine, shape, point), its `"rounds"`, `"batch"` and `"round_s"` (the rounds it was timed in
+    and its median in each, when the line says), and what it cost as `"retime_s"`, when it has one."""
     records = list(records)
     latest = {(r["machine"], r["shape_key"], point_key(r["point"])): r for r in records if r.get("record") == "retime"}
     out = []
@@ -152,8 +152,9 @@ def with_retimes(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if again is not None:
             line.update(median_s=again["median_s"], q1_s=again["q1_s"], q3_s=again["q3_s"], rounds=again["rounds"],
                         retime_s=float(again.get("seconds", 0.0)))  # fmt: skip
-            if "batch" in again:
-                line["batch"] = again["batch"]
+            for name in ("batch", "round_s"):
+                if name in again:
+                    line[name] = again[name]
         out.append(line)
     return out
 
@@ -628,7 +629,7 @@ def retime(shape: Shape, lines: Sequence[Mapping[str, Any]], runner: Any, machin
         q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
         out.append({"record": "retime", "machine": machine_key, "site": shape.site, "shape_key": shape.key,
                     "point": r["point"], "median_s": statistics.median(times), "q1_s": q[0], "q3_s": q[2],
-                    "rounds": rounds, "batch": batch, "seconds": seconds})  # fmt: skip
+                    "rounds": rounds, "batch": batch, "round_s": times, "seconds": seconds})  # fmt: skip
     return out
 
 

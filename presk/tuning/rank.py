@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -82,6 +83,9 @@ class NestFigures:
     rounds_best: dict[str, Any] | None = None
     """The best of the points timed in the same rounds as the pick (`"batch"`), when the pick was timed again:
     O against it compares times taken side by side, which a best from another hour of a shared host may not."""
+    round_ratio: float | None = None
+    """Round by round, the pick's time over the fastest of that round, the median over the rounds (`"round_s"`):
+    a slow phase of the host that spans a round slows the pick and the round's best alike and cancels here."""
     default: dict[str, Any] | None = None
     other_sites: list[str] = field(default_factory=list)
 
@@ -175,6 +179,7 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
         measured_seconds=sum(float(r.get("seconds", 0.0)) for r in points),
         retimed=sum(1 for r in points if "rounds" in r),
         rounds_best=_rounds_best(points, points[pick_i]),
+        round_ratio=_round_ratio(points, points[pick_i]),
         retimed_seconds=sum(float(r.get("retime_s", 0.0)) for r in points),
         default=default, other_sites=sites[1:],
     )  # fmt: skip
@@ -201,6 +206,15 @@ def _rounds_best(points: Sequence[dict[str, Any]], pick: Mapping[str, Any]) -> d
     return min((r for r in points if r.get("batch") == batch), key=lambda r: r["median_s"])
 
 
+def _round_ratio(points: Sequence[dict[str, Any]], pick: Mapping[str, Any]) -> float | None:
+    """The median over the pick's rounds of its time over the round's fastest point, or None (no rounds kept)."""
+    batch, mine = pick.get("batch"), pick.get("round_s")
+    if batch is None or not mine:
+        return None
+    rounds = [r["round_s"] for r in points if r.get("batch") == batch and len(r.get("round_s") or ()) == len(mine)]
+    return float(statistics.median(t / min(times) for t, times in zip(mine, zip(*rounds))))
+
+
 def _how(line: Mapping[str, Any]) -> str:
     """How a point's time was taken: in the finalists' interleaved rounds, or in its single window. The two
     compare only roughly (a window on a busy host reads high), so O says which it divides."""
@@ -222,6 +236,9 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
         if f.rounds_best is not None and f.rounds_best is not f.best:
             lines.append(f"  O in the pick's own rounds: {f.pick['median_s'] / f.rounds_best['median_s']:.3g}× the "
                          f"best of them {json.dumps(f.rounds_best['point'])} ({_time(f.rounds_best['median_s'])})")  # fmt: skip
+        if f.round_ratio is not None:
+            lines.append(f"  O round by round: the pick {f.round_ratio:.3g}× each round's fastest (the median over "
+                         f"its {f.pick['rounds']} rounds)")  # fmt: skip
         trivially = " (trivially: the file holds only candidates)" if f.only_candidates else ""
         lines.append(f"  Q: the candidates within 1 + u {'hold' if f.q_holds else 'do not hold'} a point within "
                      f"{DISTINCT}× of the best{trivially}")  # fmt: skip

@@ -295,23 +295,28 @@ def test_rank_gives_o_in_the_picks_own_rounds_where_the_best_was_timed_apart(
     path = hand_made(tmp_path / "r.jsonl")
     lines = at.read_results(path)
     common = {"record": "retime", "machine": "m", "site": "f/%0", "shape_key": "k", "rounds": 5, "seconds": 0.25}
+    # Each round's medians: the first round in a slow phase of the host, which slows both alike.
+    rounds = {"[1, 1]": [12e-6, 6e-6, 6e-6, 6e-6, 5.5e-6], "[2, 8]": [10e-6, 5e-6, 5e-6, 5e-6, 5.5e-6]}
     for point, median, batch in (({"tile": [1, 1]}, 6.0e-6, "b"), ({"tile": [2, 8]}, 5.0e-6, "b")):
         at.append_record(path, {**common, "point": point, "median_s": median, "q1_s": median, "q3_s": median,
-                                "batch": batch})  # fmt: skip
+                                "batch": batch, "round_s": rounds[str(point["tile"])]})  # fmt: skip
     assert any(r.get("batch") == "b" for r in at.with_retimes(at.read_results(path)))
     (f,) = figures(at.read_results(path))
     assert f.best is not None and f.best["point"] == {"tile": [1, 8]} and f.pick_ratio == pytest.approx(1.5)
     assert f.rounds_best is not None and f.rounds_best["point"] == {"tile": [2, 8]}
+    # Round by round: 12/10, 6/5, 6/5, 6/5, 5.5/5.5: the median 1.2.
+    assert f.round_ratio == pytest.approx(1.2)
     code, out, err = run_cli(["rank", str(path)], capsys)
     assert code == 0, err
     assert "O in the pick's own rounds: 1.2× the best of them" in out
+    assert "O round by round: the pick 1.2× each round's fastest (the median over its 5 rounds)" in out
     # A pick never timed again, or timed in rounds its line does not name (a file written before batches): none.
     (g,) = figures(lines)
     assert g.rounds_best is None
     old = hand_made(tmp_path / "old.jsonl")
     at.append_record(old, {**common, "point": {"tile": [1, 1]}, "median_s": 6e-6, "q1_s": 6e-6, "q3_s": 6e-6})
     (h,) = figures(at.read_results(old))
-    assert h.pick is not None and h.pick["rounds"] == 5 and h.rounds_best is None
+    assert h.pick is not None and h.pick["rounds"] == 5 and h.rounds_best is None and h.round_ratio is None
 
 
 def test_a_tie_in_the_models_prices_goes_to_the_first_point_of_the_space_not_the_fastest_measured(
@@ -442,6 +447,9 @@ def test_the_finalists_are_timed_again_in_interleaved_rounds(
     assert len(points) == FIRST and len(again) == FIRST
     assert {point_key(r["point"]) for r in again} == {point_key(r["point"]) for r in points}
     assert all(r["rounds"] == at.RETIME_ROUNDS and 0 < r["q1_s"] <= r["median_s"] <= r["q3_s"] for r in again)
+    # One batch of rounds, each line its median in each round.
+    assert len({r["batch"] for r in again}) == 1
+    assert all(len(r["round_s"]) == at.RETIME_ROUNDS and r["median_s"] == np.median(r["round_s"]) for r in again)
     # The retime's windows: FIRST a round, each program once a round, each round starting one further on.
     retime_windows = windows[-FIRST * at.RETIME_ROUNDS :]
     programs = list(dict.fromkeys(retime_windows))
