@@ -45,7 +45,7 @@ from presk.cost.profile import load_profile
 from presk.diagnostics import PreskError
 from presk.tuning.autotune import model_pick, with_retimes
 
-__all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "figures", "plot", "report"]
+__all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "as_json", "figures", "plot", "report"]
 
 DISTINCT = 1.03
 HALIDE_SLOWER = 1.3
@@ -257,6 +257,40 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
     if not nests:
         lines.append("no measured point has a prediction (measure with --profile P.json)")
     return lines
+
+
+def as_json(nests: Sequence[NestFigures]) -> list[dict[str, Any]]:
+    """The figures `report` prints, one object per nest shape, for scripts (`presk rank --json`): times in
+    seconds, shares as counts over their totals, a figure that has no value (Spearman of one point) null."""
+
+    def number(value: float | None) -> float | None:
+        return None if value is None or math.isnan(value) else float(value)
+
+    def timed(line: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        if line is None:
+            return None
+        return {"point": line["point"], "median_s": line["median_s"], "rounds": line.get("rounds")}
+
+    out = []
+    for f in nests:
+        assert f.pick is not None and f.best is not None
+        out.append({
+            "machine": f.machine, "shape_key": f.shape_key, "site": f.site, "other_sites": f.other_sites,
+            "shape": f.shape, "u": f.u, "points": len(f.points), "spearman": number(f.spearman),
+            "pairs": {"distinguished": int(f.distinguished), "right": int(f.right), "decided": int(f.decided),
+                      "decided_right": int(f.decided_right)},
+            "pick": {**timed(f.pick), "predicted_s": f.pick["predicted_s"]}, "best": timed(f.best),  # type: ignore[dict-item]
+            "o": number(f.pick_ratio),
+            "o_own_rounds": (f.pick["median_s"] / f.rounds_best["median_s"] if f.rounds_best is not None else None),
+            "o_round_by_round": number(f.round_ratio),
+            "q": None if f.q_holds is None else bool(f.q_holds), "only_candidates": bool(f.only_candidates),
+            "halide": {"slower": int(f.slower), "behind": int(f.slower_behind)},
+            "n": {"priced_points": f.priced_points, "priced_seconds": f.priced_seconds,
+                  "measured_seconds": f.measured_seconds, "retimed": f.retimed, "retimed_seconds": f.retimed_seconds,
+                  "sweep_estimate_seconds": f.sweep_estimate},
+            "default": timed(f.default),
+        })  # fmt: skip
+    return out
 
 
 def plot(nests: Sequence[NestFigures], path: str) -> None:

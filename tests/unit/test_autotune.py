@@ -264,6 +264,16 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 0, err
     assert "Spearman 0.800" in out and "4/5 (80%)" in out and "1.25×" in out and "do not hold" in out
     assert "measured 5 µs, one window, 1.25× the best" in out and "(4 µs, one window)" in out
+    # --json: the same figures for a script, one object per nest shape.
+    code, out, err = run_cli(["rank", str(tmp_path / "r.jsonl"), "--json"], capsys)
+    assert code == 0, err
+    (shape,) = json.loads(out)
+    assert shape["spearman"] == pytest.approx(0.8) and shape["pairs"] == {
+        "distinguished": 5, "right": 4, "decided": 5, "decided_right": 4}
+    assert shape["pick"]["point"] == {"tile": [1, 1]} and shape["best"]["point"] == {"tile": [1, 8]}
+    assert shape["o"] == pytest.approx(1.25) and shape["q"] is False and shape["halide"] == {"slower": 1, "behind": 1}
+    assert shape["n"]["priced_points"] == 40 and shape["n"]["sweep_estimate_seconds"] == pytest.approx(20)
+    assert shape["o_round_by_round"] is None and shape["default"]["median_s"] == 6e-6
     assert (tmp_path / "r.png").stat().st_size > 1000
     # --u 0.6: the decided pairs are those beyond 1.6: (1,2), (1,4), (2,4), (3,4); three right.
     (g,) = figures(at.read_results(tmp_path / "r.jsonl"), u=0.6)
