@@ -90,6 +90,13 @@ class NestFigures:
     other_sites: list[str] = field(default_factory=list)
 
     @property
+    def own_rounds_ratio(self) -> float | None:
+        """O against the best of the pick's own rounds (`rounds_best`), or None where there are none."""
+        if self.rounds_best is None or self.pick is None:
+            return None
+        return float(self.pick["median_s"] / self.rounds_best["median_s"])
+
+    @property
     def sweep_estimate(self) -> float | None:
         """The seconds measuring every priced point would take, at this file's mean seconds a point."""
         if not self.priced_points or not self.points:
@@ -234,7 +241,7 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
                      f"{f.pick_ratio:.3g}× the best {json.dumps(f.best['point'])} ({_time(f.best['median_s'])}"
                      f"{_how(f.best)})")  # fmt: skip
         if f.rounds_best is not None and f.rounds_best is not f.best:
-            lines.append(f"  O in the pick's own rounds: {f.pick['median_s'] / f.rounds_best['median_s']:.3g}× the "
+            lines.append(f"  O in the pick's own rounds: {f.own_rounds_ratio:.3g}× the "
                          f"best of them {json.dumps(f.rounds_best['point'])} ({_time(f.rounds_best['median_s'])})")  # fmt: skip
         if f.round_ratio is not None:
             lines.append(f"  O round by round: the pick {f.round_ratio:.3g}× each round's fastest (the median over "
@@ -281,7 +288,7 @@ def as_json(nests: Sequence[NestFigures]) -> list[dict[str, Any]]:
                       "decided_right": int(f.decided_right)},
             "pick": {**timed(f.pick), "predicted_s": f.pick["predicted_s"]}, "best": timed(f.best),  # type: ignore[dict-item]
             "o": number(f.pick_ratio),
-            "o_own_rounds": (f.pick["median_s"] / f.rounds_best["median_s"] if f.rounds_best is not None else None),
+            "o_own_rounds": f.own_rounds_ratio,
             "o_round_by_round": number(f.round_ratio),
             "q": None if f.q_holds is None else bool(f.q_holds), "only_candidates": bool(f.only_candidates),
             "halide": {"slower": int(f.slower), "behind": int(f.slower_behind)},
