@@ -1,6 +1,8 @@
-"""`presk rank RESULTS.jsonl [--json] [--plot OUT.png]`: how well a profile's model orders the points autotune measured.
+"""`presk rank RESULTS.jsonl [--profile P.json] [--json] [--plot OUT.png]`: how well a model orders measured points.
 
-Thin over `presk.tuning.rank`; the file is `presk autotune --profile`'s.
+Thin over `presk.tuning.rank`; the file is `presk autotune`'s, the model the
+one it recorded (`presk autotune --profile`) or, with `--profile`, another
+profile's, its predictions priced here.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from presk.diagnostics import PreskError
 from presk.tuning.autotune import read_results
-from presk.tuning.rank import as_json, figures, plot, report
+from presk.tuning.rank import as_json, figures, plot, priced_under, report
 
 
 def add_parser(subparsers: Any) -> None:
@@ -20,7 +22,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("results", metavar="RESULTS.jsonl", help="the file presk autotune --profile wrote")
     p.add_argument("--json", action="store_true", help="print the figures as JSON, one object per nest shape")
     p.add_argument("--plot", metavar="OUT.png", help="predicted against measured per nest, log-log (matplotlib)")
-    p.add_argument("--u", type=float, help="the model's median relative error (default: the profile's, as recorded)")
+    p.add_argument("--profile", metavar="P.json", help="judge this profile's model instead of the one the file "
+                   "recorded: every point measured on this machine priced again here, statically, from the nests "
+                   "the file keeps")  # fmt: skip
+    p.add_argument("--u", type=float, help="the model's median relative error (default: the profile's)")
     p.set_defaults(handler=main)
 
 
@@ -31,7 +36,20 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError("E0001", f"cannot read the results file '{args.results}': {error.strerror}") from None
     if args.u is not None and not args.u >= 0:
         raise PreskError("E4001", f"--u {args.u}: expected a relative error, at least 0")
-    nests = figures(read_results(args.results), args.u)
+    records = read_results(args.results)
+    u = args.u
+    if args.profile is not None:
+        repriced = priced_under(records, args.profile, args.results)
+        records, u = repriced.records, args.u if args.u is not None else repriced.u
+        note = sys.stderr if args.json else sys.stdout
+        print(f"predictions of {args.profile} (u = {u:.3g}): {repriced.points} points priced here in "
+              f"{repriced.seconds:.1f} s", file=note)  # fmt: skip
+        if repriced.refused:
+            print(f"  {repriced.refused} points refused by its lowering: left out", file=note)
+        if repriced.other_machines:
+            print(f"  lines measured on another machine left out ({', '.join(repriced.other_machines)}): rank "
+                  "them there", file=note)  # fmt: skip
+    nests = figures(records, u)
     if args.json:
         print(json.dumps(as_json(nests), indent=1))
     else:

@@ -39,7 +39,9 @@ file holds, so an interrupted run loses at most its current point. Nests
 of equal shapes (an attention's projections) are measured once. With a
 profile, the predicted prices of a shape are kept in the file too (one
 `"record": "prices"` line per shape), so a resumed run does not price its
-space again.
+space again. And each shape's isolated module is kept (one `"record":
+"nest"` line per shape), so that `presk rank --profile` can price the
+measured points under another profile without the program.
 
 Where it is measured. In this process, one point after the other; or,
 with a `presk.tuning.distributed.Cluster` (`--ray`), in batches by Ray
@@ -64,7 +66,6 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from presk.cost.profile import load_profile
-from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
 from presk.records import append_records, read_records
 from presk.interp.inputs import make_inputs
@@ -77,8 +78,8 @@ from presk.target import target_machine
 from presk.tuning import calibration
 from presk.tuning.calibration import MIN_CALLS, Progress
 from presk.tuning.plan import (
-    ISOLATED_FUNCTION, Isolated, Nest, Pricer, capture, launched_kernels, legal_points, profile_constants,
-    with_epilogue,
+    ISOLATED_FUNCTION, Isolated, Nest, Pricer, capture, isolated_record, launched_kernels, legal_points,
+    profile_pricer, with_epilogue,
 )
 from presk.tuning.space import SPACES, Point, point_key
 
@@ -107,6 +108,7 @@ MAX_CALLS = 5000
 """A bound on timed calls: a microsecond kernel reaches `MIN_SECONDS` after thousands."""
 POINT_KEYS = ("machine", "site", "shape_key", "point", "median_s", "q1_s", "q3_s", "bits")
 RETIME_KEYS = ("machine", "shape_key", "point", "median_s", "q1_s", "q3_s", "rounds")
+NEST_KEYS = ("shape_key", "site", "module", "primitive", "storage", "operand_storage")
 FINALISTS = 1.25
 """Points measured within this factor of a shape's best are timed again (with the model's pick)."""
 MAX_FINALISTS = 8
@@ -127,7 +129,8 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
     records = []
     for number, record in read_records(path, "the results file", RESULTS_ERROR):
         kind = record.get("record", "point") if isinstance(record, dict) else None
-        required = {"point": POINT_KEYS, "prices": ("machine", "shape_key", "prices"), "retime": RETIME_KEYS}.get(kind)
+        required = {"point": POINT_KEYS, "prices": ("machine", "shape_key", "prices"), "retime": RETIME_KEYS,
+                    "nest": NEST_KEYS}.get(kind)  # fmt: skip
         if required is None or any(k not in record for k in required):
             missing = [k for k in (required or ()) if not isinstance(record, dict) or k not in record]
             raise PreskError(RESULTS_ERROR, f"{path}:{number}: not a results line of presk autotune"
@@ -356,6 +359,7 @@ def autotune(
                              f"(its nests: {', '.join(known)})")  # fmt: skip
         nests = [n for n in nests if n.site in sites]
     legal = {n.site: legal_points(n, machine, space)[0] for n in nests}
+    _describe_nests(nests, records, results_path)
 
     pricer: Pricer | None = None
     u: float | None = None
@@ -365,8 +369,7 @@ def autotune(
         if profile.machine and profile.machine != machine_key:
             err.write(f"presk autotune: warning: {profile_path} was measured on another machine; its predictions "
                       "are compared with this one's times\n")  # fmt: skip
-        pricer = Pricer(profile_constants(profile, profile_path), profile.machine_desc or MachineDesc.of(machine),
-                        frozenset(profile.rules), machine)  # fmt: skip
+        pricer = profile_pricer(profile, profile_path, machine, keep_terms=False)
         u = profile.u if profile.u is not None else 0.0
         profile_id = hashlib.sha1(Path(profile_path).read_bytes()).hexdigest()[:16]
         _prefill(pricer, nests, records, machine_key, profile_id, space)
@@ -477,6 +480,20 @@ def _measure_here(items: Sequence[tuple[Shape, Point, bool]], done: set[tuple[st
     finally:
         progress.close()
     return measured, refused, len(items) - len(todo), stopped, new
+
+
+def _describe_nests(nests: Sequence[Nest], records: Sequence[Mapping[str, Any]], results_path: str) -> None:
+    """A `"nest"` line for each shape the file does not describe yet (`presk.tuning.plan.isolated_record`)."""
+    described = {r["shape_key"] for r in records if r.get("record") == "nest"}
+    lines = []
+    for nest in nests:
+        for iso, _ in nest.shapes:
+            key = shape_key(iso)
+            if key not in described:
+                described.add(key)
+                lines.append({"record": "nest", "shape_key": key, "site": nest.site, **isolated_record(iso)})
+    if lines:
+        append_records(results_path, lines, "the results file")
 
 
 def _prefill(pricer: Pricer, nests: Sequence[Nest], records: Sequence[Mapping[str, Any]], machine_key: str,

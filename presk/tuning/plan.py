@@ -64,6 +64,8 @@ from presk.dialects.psk_kernel_structured import SoftmaxOp as StructuredSoftmaxO
 from presk.dialects.psk_realize import LayoutAttr, NestOp
 from presk.ir.calls import find_entry
 from presk.ir.context import presk_context
+from presk.ir.parse import parse_module
+from presk.ir.print import print_module
 from presk.lowering.contraction import LANES, lanes_attribute
 from presk.lowering.realize_to_kernel import LowerToKernel
 from presk.lowering.softmax import causal_axes
@@ -93,10 +95,13 @@ __all__ = [
     "choose",
     "with_epilogue",
     "isolate",
+    "isolated_from_record",
+    "isolated_record",
     "launched_kernels",
     "make_plan",
     "plan_text",
     "profile_constants",
+    "profile_pricer",
     "report",
 ]
 
@@ -188,10 +193,34 @@ def isolate(nest: NestOp, operand_storage: str | None = None) -> Isolated:
     types = [arg.type for arg in block.args]
     module = ModuleOp([func.FuncOp(ISOLATED_FUNCTION, (types, [clone.results[0].type]), Region(block))])
     storage = nest.realization.storage_name if nest.realization is not None else "f64"
-    operands = operand_storage or storage
+    return _realized_alone(module, primitive.name, storage, operand_storage or storage)
+
+
+def _realized_alone(module: ModuleOp, primitive: str, storage: str, operands: str) -> Isolated:
     realized = realize(module, {}, parse_plan({"realization": storage}, "presk plan"))
-    site = next(op for op in realized.walk() if isinstance(op, NestOp) and op.primitive.name == primitive.name)
+    site = next(op for op in realized.walk() if isinstance(op, NestOp) and op.primitive.name == primitive)
     return Isolated(module, site, storage, operands, f"{module}|{storage}|{operands}")
+
+
+def isolated_record(iso: Isolated) -> dict[str, str]:
+    """What `isolated_from_record` needs to rebuild `iso`: its module as text, its primitive and storage types.
+
+    A results file keeps it beside the measured points, so that they can be
+    priced again under another profile without the program they came from.
+    """
+    return {"module": print_module(iso.module, {}), "primitive": iso.site.primitive.name, "storage": iso.storage,
+            "operand_storage": iso.operand_storage}  # fmt: skip
+
+
+def isolated_from_record(record: Mapping[str, Any], where: str) -> Isolated:
+    """The nest `isolated_record` described, with the same `key` (so the same cached prices and terms)."""
+    try:
+        module = parse_module(presk_context(), str(record["module"]), where).module
+        return _realized_alone(module, str(record["primitive"]), str(record["storage"]),
+                               str(record["operand_storage"]))  # fmt: skip
+    except (PreskError, StopIteration, KeyError) as error:
+        detail = error.message if isinstance(error, PreskError) else "it holds no such nest"
+        raise PreskError("E8001", f"{where}: not a nest presk can rebuild: {detail}") from None
 
 
 # --------------------------------------------------------------------------
@@ -886,6 +915,20 @@ class PlanResult:
     """Points whose terms came from the terms cache (`presk.tuning.terms_cache`): not lowered at all."""
 
 
+def profile_pricer(profile: Profile, path: str, machine: Machine, keep_terms: bool) -> Pricer:
+    """The pricer of `profile`'s layout model on `machine`, under the profile's machine description and rules.
+
+    With `keep_terms`, the terms are read from and written to the presk cache
+    (`presk.tuning.terms_cache`), so a point priced once under the same
+    description and rules is not lowered again; `presk autotune` does without,
+    so that its pricing time is what pricing costs.
+    """
+    desc = profile.machine_desc or MachineDesc.of(machine)
+    rules = frozenset(profile.rules)
+    store = TermsCache.open(desc, rules, machine, target_machine()) if keep_terms else None
+    return Pricer(profile_constants(profile, path), desc, rules, machine, store=store)
+
+
 def make_plan(
     module: ModuleOp,
     entry: str,
@@ -901,7 +944,7 @@ def make_plan(
     if space not in SPACES:
         raise PreskError("E4001", f"--space {space}: expected one of {', '.join(SPACES)}")
     profile = load_profile(profile_path)
-    constants = profile_constants(profile, profile_path)
+    profile_constants(profile, profile_path)  # a profile without fitted constants is refused before the capture
     machine = target_machine()
     if profile.machine and profile.machine != machine.key():
         parts = profile.machine.split("|")
@@ -915,11 +958,10 @@ def make_plan(
             f"presk plan: note: {stale} samples of {profile_path} were priced by another version of presk; "
             f"`presk refit {profile_path} --relower` prices them as this one does\n"
         )
-    desc = profile.machine_desc or MachineDesc.of(machine)
     base = parse_plan({"realization": realization}, "--realize")
     nests = capture(module, entry, env, base)
-    store = TermsCache.open(desc, frozenset(profile.rules), machine, target_machine())
-    pricer = Pricer(constants, desc, frozenset(profile.rules), machine, store=store)
+    pricer = profile_pricer(profile, profile_path, machine, keep_terms=True)
+    store = pricer.store
     u = profile.u if profile.u is not None else 0.0
     try:
         choices = choose(nests, pricer, u, space)

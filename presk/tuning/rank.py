@@ -26,6 +26,12 @@ are not the default layout itself (a duplicate of one of them):
 * **Halide's ordering rate** (Adams et al. 2019): of the points more than
   1.3× slower than the best measured one, the share the model predicts
   slower than its prediction of that best.
+
+The predictions are those the file recorded (the profile `presk autotune
+--profile` priced with), or another profile's (`priced_under`, `presk rank
+--profile`): each measured point priced again statically on this host from
+the nest the file keeps, so that a model fitted after the measurement, or
+on other samples, is judged on times it never saw, without measuring again.
 """
 
 from __future__ import annotations
@@ -33,19 +39,25 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import sys
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
 from presk.cost.fit import spearman
 from presk.cost.profile import load_profile
 from presk.diagnostics import PreskError
+from presk.target import target_machine
 from presk.tuning.autotune import model_pick, with_retimes
+from presk.tuning.calibration import Progress
+from presk.tuning.plan import isolated_from_record, profile_pricer
 
-__all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "as_json", "figures", "plot", "report"]
+__all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "Repriced", "as_json", "figures", "plot", "priced_under",
+           "report"]  # fmt: skip
 
 DISTINCT = 1.03
 HALIDE_SLOWER = 1.3
@@ -88,6 +100,8 @@ class NestFigures:
     a slow phase of the host that spans a round slows the pick and the round's best alike and cancels here."""
     default: dict[str, Any] | None = None
     other_sites: list[str] = field(default_factory=list)
+    space_points: int = 0
+    """The legal points of the shape's space, as its prices line priced them (0: the file has no prices line)."""
 
     @property
     def own_rounds_ratio(self) -> float | None:
@@ -122,6 +136,81 @@ def _u_of(lines: Sequence[Mapping[str, Any]], override: float | None, cache: dic
     raise PreskError("E4001", f"nest {lines[0].get('site')}: the file names no profile whose u it could read: give --u")
 
 
+@dataclass
+class Repriced:
+    """A results file's lines with every measured point's prediction under another profile (`priced_under`)."""
+
+    records: list[dict[str, Any]]
+    u: float
+    """That profile's median relative error."""
+    points: int
+    """Points priced."""
+    seconds: float
+    refused: int = 0
+    """Points the profile's lowering refused (no prediction: left out of the figures)."""
+    other_machines: list[str] = field(default_factory=list)
+    """The CPUs of the lines left out: measured on another machine than this host."""
+
+
+def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where: str,
+                 err: TextIO | None = None) -> Repriced:  # fmt: skip
+    """The file's lines with each measured point of this host's machine priced by `profile_path`'s layout model.
+
+    A point is priced as `presk plan` prices it, on this host's target, from
+    the isolated nest the file keeps for its shape (`"record": "nest"`), so
+    the program is not needed; the terms go to the presk cache, and a second
+    call under a profile of the same description and rules lowers nothing.
+    Lines measured on another machine are left out (their kernels are not
+    this target's): `other_machines` names them. `where` (the file's name)
+    places the errors.
+    """
+    err = err or sys.stderr
+    profile = load_profile(profile_path)
+    machine = target_machine()
+    here = machine.key()
+    if profile.machine and profile.machine != here:
+        err.write(f"presk rank: warning: {profile_path} was measured on another machine; its predictions are "
+                  "compared with this one's times\n")  # fmt: skip
+    nests = {r["shape_key"]: r for r in records if r.get("record") == "nest"}
+    mine = [dict(r) for r in records if r.get("machine", here) == here]
+    other = sorted({_cpu(str(r["machine"])) for r in records if r.get("machine", here) != here})
+    todo = [r for r in mine if r.get("record", "point") == "point" and not r.get("default") and r["bits"] == "ok"]
+    if not todo:
+        raise PreskError("E4001", f"{where}: no point measured on this machine to price"
+                         + (f" (the file's points were measured on {', '.join(other)})" if other else ""))  # fmt: skip
+    missing = sorted({(r["site"], r["shape_key"]) for r in todo if r["shape_key"] not in nests})
+    if missing:
+        site, key = missing[0]
+        raise PreskError("E8001", f"{where}: no nest line for {site} (shape {key}), and {len(missing) - 1} more: the "
+                         "file was written before presk autotune kept its nests; the same presk autotune command "
+                         "adds them and measures nothing again")  # fmt: skip
+    pricer = profile_pricer(profile, profile_path, machine, keep_terms=True)
+    isolated = {}
+    progress = Progress(len(todo), label="pricing", stream=err)
+    start = time.perf_counter()
+    refused = 0
+    try:
+        for r in todo:
+            key = r["shape_key"]
+            if key not in isolated:
+                isolated[key] = isolated_from_record(nests[key], f"{where}: the nest of {nests[key]['site']}")
+            value = pricer.price(isolated[key], r["point"])
+            refused += isinstance(value, PreskError)
+            r["predicted_s"] = value if isinstance(value, float) else None
+            progress.step(r["site"])
+    finally:  # what was lowered is kept, even when Ctrl-C stops the pricing
+        progress.close()
+        if pricer.store is not None:
+            pricer.store.save()
+    u = profile.u if profile.u is not None else 0.0
+    return Repriced(mine, u, len(todo), time.perf_counter() - start, refused, other)
+
+
+def _cpu(machine_key: str) -> str:
+    parts = machine_key.split("|")
+    return parts[1] if len(parts) > 1 and parts[1] else machine_key
+
+
 def _distinguished(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     apart = a["q1_s"] > b["q3_s"] or b["q1_s"] > a["q3_s"]
     return apart or max(a["median_s"], b["median_s"]) > DISTINCT * min(a["median_s"], b["median_s"])
@@ -133,10 +222,11 @@ def figures(records: Iterable[Mapping[str, Any]], u: float | None = None) -> lis
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     prices: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in with_retimes(records):
-        key = (r["machine"], r["shape_key"])
-        if r.get("record", "point") == "prices":
+        key = (r.get("machine", ""), r["shape_key"])
+        kind = r.get("record", "point")
+        if kind == "prices":
             prices.setdefault(key, []).append(r)
-        else:
+        elif kind == "point":
             groups.setdefault(key, []).append(dict(r))
     out = []
     profiles: dict[str, float] = {}
@@ -189,6 +279,7 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
         round_ratio=_round_ratio(points, points[pick_i]),
         retimed_seconds=sum(float(r.get("retime_s", 0.0)) for r in points),
         default=default, other_sites=sites[1:],
+        space_points=sum(1 for v in prices[0]["prices"].values() if v is not None) if prices else 0,
     )  # fmt: skip
 
 
@@ -233,6 +324,9 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
     for f in nests:
         lines.append(f"{f.site} ({f.shape}): {len(f.points)} points, u = {f.u:.3g}"
                      + (f"; also {', '.join(f.other_sites)}" if f.other_sites else ""))  # fmt: skip
+        if f.space_points > len(f.points):
+            lines.append(f"  the file measured {len(f.points)} of the space's {f.space_points} points: the figures "
+                         "are over those, the pick the model's best among them")  # fmt: skip
         rho = "n/a" if math.isnan(f.spearman) else f"{f.spearman:.3f}"
         lines.append(f"  Spearman {rho}; pairs the measurement distinguishes ordered right "
                      f"{_share(f.right, f.distinguished)}; decided (beyond 1 + u) right {_share(f.decided_right, f.decided)}")  # fmt: skip
@@ -295,7 +389,7 @@ def as_json(nests: Sequence[NestFigures]) -> list[dict[str, Any]]:
             "n": {"priced_points": f.priced_points, "priced_seconds": f.priced_seconds,
                   "measured_seconds": f.measured_seconds, "retimed": f.retimed, "retimed_seconds": f.retimed_seconds,
                   "sweep_estimate_seconds": f.sweep_estimate},
-            "default": timed(f.default),
+            "default": timed(f.default), "space_points": f.space_points,
         })  # fmt: skip
     return out
 

@@ -29,7 +29,7 @@ from presk.ir.context import presk_context
 from presk.ir.parse import parse_module, read_source
 from presk.target import target_machine
 from presk.tuning import autotune as at
-from presk.tuning.rank import figures
+from presk.tuning.rank import figures, priced_under, report
 from presk.tuning.space import point_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,14 +60,16 @@ def points_of(path: Path) -> list[dict[str, Any]]:
     return [r for r in at.read_results(path) if r.get("record", "point") == "point"]
 
 
-def load_dominated(path: Path, u: float = 0.1) -> Path:
-    """A profile whose every f32 group prices loads at a nanosecond, work and traffic at nothing, a split at a second."""
+def load_dominated(path: Path, u: float = 0.1, slower: float = 1.0) -> Path:
+    """A profile whose every f32 group prices loads at a nanosecond, work and traffic at nothing, a split at a second;
+    every time `slower` times that (a power of two keeps every prediction's bits but the exponent's)."""
     machine = target_machine()
-    values = {"lambda": 1e-7, "spawn": 1.0, "beta_l2": 1e30, "beta_l3": 1e30, "beta_mem": 1e30}
+    values = {"lambda": 1e-7 * slower, "spawn": 1.0 * slower, "beta_l2": 1e30 / slower, "beta_l3": 1e30 / slower,
+              "beta_mem": 1e30 / slower}  # fmt: skip
     for lanes in (1, *machine.lane_widths("f32")):
         for workers in {1, *machine.allowed_workers(), machine.workers()}:
-            values[f"pi[f32/l{lanes}/p{workers}]"] = 1e30
-            values[f"rho[f32/l{lanes}/p{workers}]"] = 1e9
+            values[f"pi[f32/l{lanes}/p{workers}]"] = 1e30 / slower
+            values[f"rho[f32/l{lanes}/p{workers}]"] = 1e9 / slower
     constants = Constants("layout", values, Form("group", "max"))
     save_profile(Profile(machine.key(), MachineDesc.of(machine), Form("group", "max"), layout=constants, u=u), path)
     return path
@@ -359,6 +361,68 @@ def test_a_tie_in_the_models_prices_goes_to_the_first_point_of_the_space_not_the
         (f,) = figures(at.read_results(path))
         assert f.pick is not None and f.pick["point"] == pick
         assert f.pick_ratio == pytest.approx((6.5 if pick == first else 5.0) / 5.0)
+
+
+def test_rank_judges_another_profile_on_the_files_measurements(
+    tmp_path: Path, narrow: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`presk rank --profile`: the points a file measured, priced again from the nests it keeps, as autotune
+    prices them; a file measured without a profile gets its figures so."""
+    results = tmp_path / "r.jsonl"
+    base = ["autotune", str(GEMM), "--entry", "gemm", "--dim", "N=16", "--realize", "f32", "-o", str(results)]
+    code, _, err = run_cli(base, capsys)
+    assert code == 0, err
+    (nest,) = [r for r in at.read_results(results) if r.get("record") == "nest"]
+    assert {r["shape_key"] for r in points_of(results)} == {nest["shape_key"]} and nest["site"] == "gemm/%0"
+    assert "psk_core.dot" in nest["module"] and nest["storage"] == "f32"
+    code, out, err = run_cli(["rank", str(results)], capsys)
+    assert code == 0 and "no measured point has a prediction" in out
+
+    # The same command with a profile prices the space (measuring nothing) and keeps the nest line it had.
+    profile = load_dominated(tmp_path / "p.json", u=0.1)
+    code, out, err = run_cli([*base, "--profile", str(profile)], capsys)
+    assert code == 0 and "0 points measured" in out, err
+    records = at.read_results(results)
+    assert sum(r.get("record") == "nest" for r in records) == 1
+    (prices,) = [r for r in records if r.get("record") == "prices"]
+    repriced = priced_under(records, str(profile), str(results))
+    measured = [r for r in repriced.records if r.get("record", "point") == "point" and not r["default"]]
+    assert len(measured) == FIRST == repriced.points and repriced.u == 0.1 and not repriced.other_machines
+    for r in measured:  # what autotune priced, to the bit
+        assert r["predicted_s"] == prices["prices"][point_key(r["point"])]
+    # A profile twice as slow: every prediction twice, the order and the pick the same.
+    slower = load_dominated(tmp_path / "slow.json", u=0.1, slower=2.0)
+    twice = priced_under(records, str(slower), str(results))
+    doubled = [r for r in twice.records if r.get("record", "point") == "point" and not r["default"]]
+    assert [r["predicted_s"] for r in doubled] == [2 * r["predicted_s"] for r in measured]
+    (f,), (g,) = figures(repriced.records, repriced.u), figures(twice.records, twice.u)
+    assert f.pick is not None and g.pick is not None and f.pick["point"] == g.pick["point"]
+    assert f.spearman == g.spearman
+    assert f.space_points == sum(v is not None for v in prices["prices"].values()) == FIRST  # the narrowed space
+    # A space the file measured part of (candidates): the report says the figures are over that part.
+    wider = [r if r.get("record") != "prices" else {**r, "prices": {**r["prices"], '{"tile": [9, 9]}': 1.0}}
+             for r in repriced.records]  # fmt: skip
+    (h,) = figures(wider, repriced.u)
+    assert h.space_points == FIRST + 1
+    assert f"the file measured {FIRST} of the space's {FIRST + 1} points: the figures are over those" in report([h])[1]
+    code, out, err = run_cli(["rank", str(results), "--profile", str(slower), "--json"], capsys)
+    assert code == 0, err
+    (shape,) = json.loads(out)
+    assert shape["pick"]["predicted_s"] == g.pick["predicted_s"] and shape["u"] == 0.1
+    assert f"predictions of {slower} (u = 0.1): {FIRST} points priced here" in err
+
+    # Errors: a file from before the nest lines, a file of another machine, a missing profile.
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(json.dumps(r) + "\n" for r in records if r.get("record") != "nest"))
+    code, _, err = run_cli(["rank", str(old), "--profile", str(profile)], capsys)
+    assert code == 1 and "E8001" in err and "no nest line for gemm/%0" in err and "measures nothing again" in err
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({**r, "machine": "x86_64|zen9|avx9"} if "machine" in r else r) + "\n"
+                             for r in records))  # fmt: skip
+    code, _, err = run_cli(["rank", str(other), "--profile", str(profile)], capsys)
+    assert code == 1 and "E4001" in err and "measured on zen9" in err and "Traceback" not in err
+    code, _, err = run_cli(["rank", str(results), "--profile", str(tmp_path / "missing.json")], capsys)
+    assert code == 1 and "E0001" in err and "Traceback" not in err
 
 
 # --------------------------------------------------------------------------
