@@ -359,7 +359,7 @@ def autotune(
                              f"(its nests: {', '.join(known)})")  # fmt: skip
         nests = [n for n in nests if n.site in sites]
     legal = {n.site: legal_points(n, machine, space)[0] for n in nests}
-    _describe_nests(nests, records, results_path)
+    _describe_nests(nests, records, results_path, machine.workers())
 
     pricer: Pricer | None = None
     u: float | None = None
@@ -482,8 +482,10 @@ def _measure_here(items: Sequence[tuple[Shape, Point, bool]], done: set[tuple[st
     return measured, refused, len(items) - len(todo), stopped, new
 
 
-def _describe_nests(nests: Sequence[Nest], records: Sequence[Mapping[str, Any]], results_path: str) -> None:
-    """A `"nest"` line for each shape the file does not describe yet (`presk.tuning.plan.isolated_record`)."""
+def _describe_nests(nests: Sequence[Nest], records: Sequence[Mapping[str, Any]], results_path: str,
+                    workers: int) -> None:  # fmt: skip
+    """A `"nest"` line for each shape the file does not describe yet (`presk.tuning.plan.isolated_record`), with
+    the `workers` it was measured on: a point's price depends on them (`PRESK_THREADS`), not on the shape."""
     described = {r["shape_key"] for r in records if r.get("record") == "nest"}
     lines = []
     for nest in nests:
@@ -491,7 +493,8 @@ def _describe_nests(nests: Sequence[Nest], records: Sequence[Mapping[str, Any]],
             key = shape_key(iso)
             if key not in described:
                 described.add(key)
-                lines.append({"record": "nest", "shape_key": key, "site": nest.site, **isolated_record(iso)})
+                lines.append({"record": "nest", "shape_key": key, "site": nest.site, "workers": workers,
+                              **isolated_record(iso)})  # fmt: skip
     if lines:
         append_records(results_path, lines, "the results file")
 

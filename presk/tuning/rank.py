@@ -161,8 +161,10 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
     the program is not needed; the terms go to the presk cache, and a second
     call under a profile of the same description and rules lowers nothing.
     Lines measured on another machine are left out (their kernels are not
-    this target's): `other_machines` names them. `where` (the file's name)
-    places the errors.
+    this target's): `other_machines` names them. The points are priced on the
+    workers they were measured on, which the nest lines state: a process on
+    another `PRESK_THREADS` is refused. `where` (the file's name) places the
+    errors.
     """
     err = err or sys.stderr
     profile = load_profile(profile_path)
@@ -184,6 +186,11 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
         raise PreskError("E8001", f"{where}: no nest line for {site} (shape {key}), and {len(missing) - 1} more: the "
                          "file was written before presk autotune kept its nests; the same presk autotune command "
                          "adds them and measures nothing again")  # fmt: skip
+    workers = machine.workers()
+    other_workers = sorted({int(nests[r["shape_key"]].get("workers", workers)) for r in todo} - {workers})
+    if other_workers:
+        raise PreskError("E4001", f"{where} was measured on {other_workers[0]} workers, and this process would "
+                         f"price on {workers}: set PRESK_THREADS={other_workers[0]} to price as it measured")  # fmt: skip
     pricer = profile_pricer(profile, profile_path, machine, keep_terms=True)
     isolated = {}
     progress = Progress(len(todo), label="pricing", stream=err)
@@ -196,7 +203,7 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
                 isolated[key] = isolated_from_record(nests[key], f"{where}: the nest of {nests[key]['site']}")
             value = pricer.price(isolated[key], r["point"])
             refused += isinstance(value, PreskError)
-            r["predicted_s"] = value if isinstance(value, float) else None
+            r.update(predicted_s=value if isinstance(value, float) else None, profile=profile_path, u=profile.u)
             progress.step(r["site"])
     finally:  # what was lowered is kept, even when Ctrl-C stops the pricing
         progress.close()
@@ -236,6 +243,11 @@ def figures(records: Iterable[Mapping[str, Any]], u: float | None = None) -> lis
                   and isinstance(r.get("predicted_s"), (int, float))]  # fmt: skip
         if not points:
             continue
+        profiles = sorted({str(r.get("profile")) for r in points})
+        if len(profiles) > 1:
+            raise PreskError("E4001", f"{points[0]['site']} ({points[0].get('shape', '')}): its points were "
+                             f"predicted by {len(profiles)} profiles ({', '.join(profiles)}), whose times do not "
+                             "compare: `presk rank --profile P.json` prices them all under one")  # fmt: skip
         out.append(_figures(key, points, default, _u_of(points, u, profiles), prices.get(key, [])))
     return out
 

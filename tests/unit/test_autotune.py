@@ -364,7 +364,7 @@ def test_a_tie_in_the_models_prices_goes_to_the_first_point_of_the_space_not_the
 
 
 def test_rank_judges_another_profile_on_the_files_measurements(
-    tmp_path: Path, narrow: None, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, narrow: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`presk rank --profile`: the points a file measured, priced again from the nests it keeps, as autotune
     prices them; a file measured without a profile gets its figures so."""
@@ -411,6 +411,17 @@ def test_rank_judges_another_profile_on_the_files_measurements(
     assert shape["pick"]["predicted_s"] == g.pick["predicted_s"] and shape["u"] == 0.1
     assert f"predictions of {slower} (u = 0.1): {FIRST} points priced here" in err
 
+    # Points predicted by two profiles (a second --candidates run under another) do not rank together.
+    mixed = tmp_path / "mixed.jsonl"
+    lines = repriced.records
+    first = next(i for i, r in enumerate(lines) if r.get("record", "point") == "point" and not r["default"])
+    mixed.write_text("".join(json.dumps({**r, "profile": str(slower)} if i == first else r) + "\n"
+                             for i, r in enumerate(lines)))  # fmt: skip
+    code, _, err = run_cli(["rank", str(mixed)], capsys)
+    assert code == 1 and "E4001" in err and "predicted by 2 profiles" in err and "presk rank --profile" in err
+    code, out, err = run_cli(["rank", str(mixed), "--profile", str(profile)], capsys)
+    assert code == 0 and f"{FIRST} points, u = 0.1" in out, err
+
     # Errors: a file from before the nest lines, a file of another machine, a missing profile.
     old = tmp_path / "old.jsonl"
     old.write_text("".join(json.dumps(r) + "\n" for r in records if r.get("record") != "nest"))
@@ -423,6 +434,11 @@ def test_rank_judges_another_profile_on_the_files_measurements(
     assert code == 1 and "E4001" in err and "measured on zen9" in err and "Traceback" not in err
     code, _, err = run_cli(["rank", str(results), "--profile", str(tmp_path / "missing.json")], capsys)
     assert code == 1 and "E0001" in err and "Traceback" not in err
+    # Priced on other workers than it was measured on, a split point would be priced for another machine.
+    assert nest["workers"] == target_machine().workers()
+    monkeypatch.setenv("PRESK_THREADS", str(nest["workers"] + 1))
+    code, _, err = run_cli(["rank", str(results), "--profile", str(profile)], capsys)
+    assert code == 1 and f"set PRESK_THREADS={nest['workers']}" in err
 
 
 # --------------------------------------------------------------------------
