@@ -218,6 +218,7 @@ def _special_f32() -> np.ndarray:
     return np.concatenate([np.array(specials, dtype=np.uint32), ties, rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32)])
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")  # the NaN patterns
 def test_bf16_truncation_matches_ml_dtypes_bit_for_bit(runner: NativeRunner) -> None:
     x = _special_f32().view(np.float32)
     n = x.size
@@ -253,6 +254,7 @@ def test_bf16_truncation_matches_ml_dtypes_bit_for_bit(runner: NativeRunner) -> 
     assert bits(out)[y.size - 4096 - 7] == 0x3F81  # 1 + 2**-8 + 2**-30 rounds up to 1 + 2**-7
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")  # the NaN patterns
 def test_bf16_extension_is_exact_for_every_pattern(runner: NativeRunner) -> None:
     patterns = np.arange(1 << 16, dtype=np.uint16).view(BF16)
     extend = runner(map_kernel(1 << 16, "bf16", "f32", "    %r = arith.extf %av : bf16 to f32"))

@@ -42,6 +42,7 @@ import math
 import random
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -53,7 +54,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Operation
 
-from presk.diagnostics import PreskError
+from presk.diagnostics import PlanWarning, PreskError
 from presk.dialects.psk_core_types import RealType, TensorType
 from presk.dialects.psk_realize import SiteOp
 from presk.ir.context import presk_context
@@ -697,7 +698,9 @@ def outcome(case: Case) -> PreskError | None:
     """Apply the case's plan to a fresh copy of its fused program: None when accepted."""
     module = program(case.program).copy()
     try:
-        apply_plan(module, parse_plan(json.loads(json.dumps(case.data)), f"plan{case.index}.json"))
+        with warnings.catch_warnings():  # random tiles spill on 16 registers: test_plan_spill_warning.py tests that
+            warnings.simplefilter("ignore", PlanWarning)
+            apply_plan(module, parse_plan(json.loads(json.dumps(case.data)), f"plan{case.index}.json"))
     except PreskError as error:
         return error
     return None
@@ -765,6 +768,7 @@ def test_clean_plans_are_accepted_and_one_fault_is_refused_with_its_code() -> No
             assert f'nest "{case.nest}", decision "{case.decision}": ' in error.message, f"{_describe(case)}: {error.headline}"
 
 
+@pytest.mark.filterwarnings("ignore::presk.diagnostics.PlanWarning")  # random tiles spill on 16 registers, as in `outcome`
 def test_accepted_plans_print_a_program_that_reads_back_and_verifies() -> None:
     """What psk-realize attaches (stated decisions beside defaults) passes the same check when read back."""
     ctx = presk_context()
