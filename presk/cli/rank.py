@@ -25,6 +25,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--profile", metavar="P.json", help="judge this profile's model instead of the one the file "
                    "recorded: every point measured on this machine priced again here, statically, from the nests "
                    "the file keeps")  # fmt: skip
+    p.add_argument("--whole-space", action="store_true", help="with --profile, also price every point of each "
+                   "shape's space, to say whether the profile's own pick was measured")  # fmt: skip
     p.add_argument("--u", type=float, help="the model's median relative error (default: the profile's)")
     p.set_defaults(handler=main)
 
@@ -38,11 +40,14 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError("E4001", f"--u {args.u}: expected a relative error, at least 0")
     records = read_results(args.results)
     u = args.u
+    if args.whole_space and args.profile is None:
+        raise PreskError("E4001", "--whole-space goes with --profile: the file's own prices are its whole spaces'")
     if args.profile is not None:
-        repriced = priced_under(records, args.profile, args.results)
+        repriced = priced_under(records, args.profile, args.results, whole_space=args.whole_space)
         records, u = repriced.records, args.u if args.u is not None else repriced.u
         note = sys.stderr if args.json else sys.stdout
-        print(f"predictions of {args.profile} (u = {u:.3g}): {repriced.points} points priced here in "
+        spaces = f" (and the spaces' {repriced.space_points})" if args.whole_space else ""
+        print(f"predictions of {args.profile} (u = {u:.3g}): {repriced.points} points priced here{spaces} in "
               f"{repriced.seconds:.1f} s", file=note)  # fmt: skip
         if repriced.refused:
             print(f"  {repriced.refused} points refused by its lowering: left out", file=note)

@@ -55,6 +55,7 @@ from presk.target import target_machine
 from presk.tuning.autotune import model_pick, with_retimes
 from presk.tuning.calibration import Progress
 from presk.tuning.plan import isolated_from_record, profile_pricer
+from presk.tuning.space import Point, point_key
 
 __all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "Repriced", "as_json", "figures", "plot", "priced_under",
            "report"]  # fmt: skip
@@ -102,6 +103,9 @@ class NestFigures:
     other_sites: list[str] = field(default_factory=list)
     space_points: int = 0
     """The legal points of the shape's space, as its prices line priced them (0: the file has no prices line)."""
+    space_pick: dict[str, Any] | None = None
+    """The model's own pick over the whole space (`"point"`, `"predicted_s"`, whether `"measured"`), where the
+    prices line holds the predictions judged; None where it does not (`priced_under` without `whole_space`)."""
 
     @property
     def own_rounds_ratio(self) -> float | None:
@@ -150,10 +154,12 @@ class Repriced:
     """Points the profile's lowering refused (no prediction: left out of the figures)."""
     other_machines: list[str] = field(default_factory=list)
     """The CPUs of the lines left out: measured on another machine than this host."""
+    space_points: int = 0
+    """Points of the shapes' spaces priced besides (`whole_space`)."""
 
 
 def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where: str,
-                 err: TextIO | None = None) -> Repriced:  # fmt: skip
+                 err: TextIO | None = None, whole_space: bool = False) -> Repriced:  # fmt: skip
     """The file's lines with each measured point of this host's machine priced by `profile_path`'s layout model.
 
     A point is priced as `presk plan` prices it, on this host's target, from
@@ -165,6 +171,13 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
     workers they were measured on, which the nest lines state: a process on
     another `PRESK_THREADS` is refused. `where` (the file's name) places the
     errors.
+
+    With `whole_space`, every point of each shape's space (its `"prices"`
+    line's, in its order) is priced too and the line's prices replaced, so
+    the figures can say whether the profile's own pick, the one `presk plan`
+    would make, was measured. Otherwise those lines keep the file's
+    profile's prices, marked `"stale"`: their order is the space's, their
+    values not the predictions judged.
     """
     err = err or sys.stderr
     profile = load_profile(profile_path)
@@ -191,26 +204,47 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
     if other_workers:
         raise PreskError("E4001", f"{where} was measured on {other_workers[0]} workers, and this process would "
                          f"price on {workers}: set PRESK_THREADS={other_workers[0]} to price as it measured")  # fmt: skip
+    spaces: dict[str, dict[str, Any]] = {}
+    measured_shapes = {r["shape_key"] for r in todo}
+    for r in mine:
+        if r.get("record") != "prices":
+            continue
+        if whole_space and r["shape_key"] in measured_shapes and r["shape_key"] not in spaces:
+            spaces[r["shape_key"]] = r
+        else:
+            r["stale"] = True
+    space_points = sum(v is not None for line in spaces.values() for v in line["prices"].values())
     pricer = profile_pricer(profile, profile_path, machine, keep_terms=True)
     isolated = {}
-    progress = Progress(len(todo), label="pricing", stream=err)
+
+    def price(key: str, point: Point) -> float | None:
+        if key not in isolated:
+            isolated[key] = isolated_from_record(nests[key], f"{where}: the nest of {nests[key]['site']}")
+        value = pricer.price(isolated[key], point)
+        return value if isinstance(value, float) else None
+
+    progress = Progress(len(todo) + space_points, label="pricing", stream=err)
     start = time.perf_counter()
     refused = 0
     try:
         for r in todo:
-            key = r["shape_key"]
-            if key not in isolated:
-                isolated[key] = isolated_from_record(nests[key], f"{where}: the nest of {nests[key]['site']}")
-            value = pricer.price(isolated[key], r["point"])
-            refused += isinstance(value, PreskError)
-            r.update(predicted_s=value if isinstance(value, float) else None, profile=profile_path, u=profile.u)
+            value = price(r["shape_key"], r["point"])
+            refused += value is None
+            r.update(predicted_s=value, profile=profile_path, u=profile.u)
             progress.step(r["site"])
+        for key, line in spaces.items():
+            prices: dict[str, float | None] = {}
+            for point, was in line["prices"].items():
+                prices[point] = None if was is None else price(key, json.loads(point))
+                if was is not None:
+                    progress.step(str(line.get("site", "")))
+            line["prices"] = prices
     finally:  # what was lowered is kept, even when Ctrl-C stops the pricing
         progress.close()
         if pricer.store is not None:
             pricer.store.save()
     u = profile.u if profile.u is not None else 0.0
-    return Repriced(mine, u, len(todo), time.perf_counter() - start, refused, other)
+    return Repriced(mine, u, len(todo), time.perf_counter() - start, refused, other, space_points)
 
 
 def _cpu(machine_key: str) -> str:
@@ -292,7 +326,19 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
         retimed_seconds=sum(float(r.get("retime_s", 0.0)) for r in points),
         default=default, other_sites=sites[1:],
         space_points=sum(1 for v in prices[0]["prices"].values() if v is not None) if prices else 0,
+        space_pick=_space_pick(prices[0], points) if prices and not prices[0].get("stale") else None,
     )  # fmt: skip
+
+
+def _space_pick(prices: Mapping[str, Any], points: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The least priced point of the space (the first of equals, as `presk plan` keeps it), and whether the
+    file measured it with the default's bits."""
+    priced = [(value, i, key) for i, (key, value) in enumerate(prices["prices"].items()) if value is not None]
+    if not priced:
+        return None
+    value, _, key = min(priced)
+    measured = any(point_key(r["point"]) == key for r in points)
+    return {"point": json.loads(key), "predicted_s": float(value), "measured": measured}
 
 
 def _share(right: int, total: int) -> str:
@@ -352,6 +398,9 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
         if f.round_ratio is not None:
             lines.append(f"  O round by round: the pick {f.round_ratio:.3g}× each round's fastest (the median over "
                          f"its {f.pick['rounds']} rounds)")  # fmt: skip
+        if f.space_pick is not None and not f.space_pick["measured"]:
+            lines.append(f"  the model's own pick over the space, {json.dumps(f.space_pick['point'])} (predicted "
+                         f"{_time(f.space_pick['predicted_s'])}), was not measured: O is over the measured points")  # fmt: skip
         trivially = " (trivially: the file holds only candidates)" if f.only_candidates else ""
         lines.append(f"  Q: the candidates within 1 + u {'hold' if f.q_holds else 'do not hold'} a point within "
                      f"{DISTINCT}× of the best{trivially}")  # fmt: skip
@@ -401,7 +450,7 @@ def as_json(nests: Sequence[NestFigures]) -> list[dict[str, Any]]:
             "n": {"priced_points": f.priced_points, "priced_seconds": f.priced_seconds,
                   "measured_seconds": f.measured_seconds, "retimed": f.retimed, "retimed_seconds": f.retimed_seconds,
                   "sweep_estimate_seconds": f.sweep_estimate},
-            "default": timed(f.default), "space_points": f.space_points,
+            "default": timed(f.default), "space_points": f.space_points, "space_pick": f.space_pick,
         })  # fmt: skip
     return out
 

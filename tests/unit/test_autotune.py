@@ -411,6 +411,20 @@ def test_rank_judges_another_profile_on_the_files_measurements(
     assert shape["pick"]["predicted_s"] == g.pick["predicted_s"] and shape["u"] == 0.1
     assert f"predictions of {slower} (u = 0.1): {FIRST} points priced here" in err
 
+    # The profile's own pick over the whole space: priced with --whole-space, and said when it was not measured.
+    assert f.space_pick is None  # the prices line still holds the file's profile's prices
+    whole = priced_under(records, str(slower), str(results), whole_space=True)
+    assert whole.space_points == FIRST
+    (w,) = figures(whole.records, whole.u)
+    assert w.space_pick is not None and w.space_pick["measured"] and w.space_pick["point"] == g.pick["point"]
+    assert w.space_pick["predicted_s"] == 2 * min(v for v in prices["prices"].values() if v is not None)
+    unmeasured = [r for r in records if r.get("record", "point") != "point" or r["point"] != g.pick["point"]]
+    (v,) = figures(priced_under(unmeasured, str(slower), str(results), whole_space=True).records, 0.1)
+    assert v.space_pick is not None and not v.space_pick["measured"] and v.pick is not None
+    assert v.pick["point"] != g.pick["point"] and "was not measured: O is over the measured points" in "".join(report([v]))
+    code, out, err = run_cli(["rank", str(results), "--whole-space"], capsys)
+    assert code == 1 and "--whole-space goes with --profile" in err
+
     # Points predicted by two profiles (a second --candidates run under another) do not rank together.
     mixed = tmp_path / "mixed.jsonl"
     lines = repriced.records
