@@ -1,8 +1,8 @@
-"""`presk rank RESULTS.jsonl [--profile P.json] [--json] [--plot OUT.png]`: how well a model orders measured points.
+"""`presk rank RESULTS.jsonl [--profile P.json ...] [--json] [--plot OUT.png]`: how well a model orders measured points.
 
 Thin over `presk.tuning.rank`; the file is `presk autotune`'s, the model the
 one it recorded (`presk autotune --profile`) or, with `--profile`, another
-profile's, its predictions priced here.
+profile's, its predictions priced here; with several, side by side.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from presk.diagnostics import PreskError
 from presk.tuning.autotune import read_results
-from presk.tuning.rank import as_json, figures, plot, priced_under, report
+from presk.tuning.rank import as_json, figures, plot, pooled, priced_under, report, side_by_side
 
 
 def add_parser(subparsers: Any) -> None:
@@ -22,9 +22,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("results", metavar="RESULTS.jsonl", help="the file presk autotune --profile wrote")
     p.add_argument("--json", action="store_true", help="print the figures as JSON, one object per nest shape")
     p.add_argument("--plot", metavar="OUT.png", help="predicted against measured per nest, log-log (matplotlib)")
-    p.add_argument("--profile", metavar="P.json", help="judge this profile's model instead of the one the file "
-                   "recorded: every point measured on this machine priced again here, statically, from the nests "
-                   "the file keeps")  # fmt: skip
+    p.add_argument("--profile", metavar="P.json", action="append", help="judge this profile's model instead of "
+                   "the one the file recorded: every point measured on this machine priced again here, statically, "
+                   "from the nests the file keeps; given several times, the profiles side by side")  # fmt: skip
     p.add_argument("--whole-space", action="store_true", help="with --profile, also price every point of each "
                    "shape's space, to say whether the profile's own pick was measured")  # fmt: skip
     p.add_argument("--u", type=float, help="the model's median relative error (default: the profile's)")
@@ -39,21 +39,24 @@ def main(args: argparse.Namespace) -> int:
     if args.u is not None and not args.u >= 0:
         raise PreskError("E4001", f"--u {args.u}: expected a relative error, at least 0")
     records = read_results(args.results)
-    u = args.u
-    if args.whole_space and args.profile is None:
+    profiles = args.profile or []
+    if args.whole_space and not profiles:
         raise PreskError("E4001", "--whole-space goes with --profile: the file's own prices are its whole spaces'")
-    if args.profile is not None:
-        repriced = priced_under(records, args.profile, args.results, whole_space=args.whole_space)
-        records, u = repriced.records, args.u if args.u is not None else repriced.u
-        note = sys.stderr if args.json else sys.stdout
-        spaces = f" (and the spaces' {repriced.space_points})" if args.whole_space else ""
-        print(f"predictions of {args.profile} (u = {u:.3g}): {repriced.points} points priced here{spaces} in "
-              f"{repriced.seconds:.1f} s", file=note)  # fmt: skip
-        if repriced.refused:
-            print(f"  {repriced.refused} points refused by its lowering: left out", file=note)
-        if repriced.other_machines:
-            print(f"  lines measured on another machine left out ({', '.join(repriced.other_machines)}): rank "
-                  "them there", file=note)  # fmt: skip
+    if len(profiles) > 1 and args.plot:
+        raise PreskError("E4001", "--plot draws one model's predictions: give one --profile with it")
+    note = sys.stderr if args.json else sys.stdout
+    if len(profiles) > 1:
+        judged = [(path, figures(*_priced(records, path, args, note))) for path in profiles]
+        if args.json:
+            print(json.dumps([{"profile": path, "pooled": pooled(nests), "nests": as_json(nests)}
+                              for path, nests in judged], indent=1))  # fmt: skip
+        else:
+            for line in side_by_side(judged):
+                print(line)
+        return 0
+    u = args.u
+    if profiles:
+        records, u = _priced(records, profiles[0], args, note)
     nests = figures(records, u)
     if args.json:
         print(json.dumps(as_json(nests), indent=1))
@@ -64,3 +67,19 @@ def main(args: argparse.Namespace) -> int:
         plot(nests, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+def _priced(records: list[dict[str, Any]], path: str, args: argparse.Namespace,
+            note: Any) -> tuple[list[dict[str, Any]], float]:  # fmt: skip
+    """The records priced under `path` and the u to judge them with, what was priced said on `note`."""
+    repriced = priced_under(records, path, args.results, whole_space=args.whole_space)
+    u = args.u if args.u is not None else repriced.u
+    spaces = f" (and the spaces' {repriced.space_points})" if args.whole_space else ""
+    print(f"predictions of {path} (u = {u:.3g}): {repriced.points} points priced here{spaces} in "
+          f"{repriced.seconds:.1f} s", file=note)  # fmt: skip
+    if repriced.refused:
+        print(f"  {repriced.refused} points refused by its lowering: left out", file=note)
+    if repriced.other_machines:
+        print(f"  lines measured on another machine left out ({', '.join(repriced.other_machines)}): rank "
+              "them there", file=note)  # fmt: skip
+    return repriced.records, u

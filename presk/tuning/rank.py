@@ -57,8 +57,8 @@ from presk.tuning.calibration import Progress
 from presk.tuning.plan import isolated_from_record, profile_pricer
 from presk.tuning.space import Point, point_key
 
-__all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "Repriced", "as_json", "figures", "plot", "priced_under",
-           "report"]  # fmt: skip
+__all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "Repriced", "as_json", "figures", "plot", "pooled",
+           "priced_under", "report", "side_by_side"]  # fmt: skip
 
 DISTINCT = 1.03
 HALIDE_SLOWER = 1.3
@@ -453,6 +453,59 @@ def as_json(nests: Sequence[NestFigures]) -> list[dict[str, Any]]:
             "default": timed(f.default), "space_points": f.space_points, "space_pick": f.space_pick,
         })  # fmt: skip
     return out
+
+
+def pooled(nests: Sequence[NestFigures]) -> dict[str, Any]:
+    """One model's figures over all the file's shapes: pairs summed, O counted against 1.05 and as a geometric
+    mean (`"o_round_by_round"` over the shapes that have it), the median Spearman over those that have one."""
+    rhos = [f.spearman for f in nests if not math.isnan(f.spearman)]
+    ratios = [f.pick_ratio for f in nests if f.pick_ratio is not None]
+    rounds = [f.round_ratio for f in nests if f.round_ratio is not None]
+    return {
+        "shapes": len(nests), "spearman_median": statistics.median(rhos) if rhos else None,
+        "pairs": {name: int(sum(getattr(f, name) for f in nests))  # numpy's counts made ints, for JSON
+                  for name in ("distinguished", "right", "decided", "decided_right")},
+        "o_within_1_05": sum(r <= 1.05 for r in ratios), "o_geomean": statistics.geometric_mean(ratios) if ratios else None,
+        "o_round_by_round": {"shapes": len(rounds), "within_1_05": sum(r <= 1.05 for r in rounds),
+                             "geomean": statistics.geometric_mean(rounds) if rounds else None},
+        "q_holds": sum(bool(f.q_holds) for f in nests),
+    }  # fmt: skip
+
+
+def side_by_side(judged: Sequence[tuple[str, Sequence[NestFigures]]]) -> list[str]:
+    """Several models' figures on the same measurements (`presk rank --profile A --profile B`): a table per
+    nest shape, a row per model, then the figures pooled over the shapes (`pooled`)."""
+    columns = "| profile | u | Spearman | pairs right | decided right | O | O round by round | Q |"
+    lines: list[str] = []
+    by_shape = [{f.shape_key: f for f in nests} for _, nests in judged]
+    order = list(dict.fromkeys(key for shapes in by_shape for key in shapes))
+    for key in order:
+        first = next(shapes[key] for shapes in by_shape if key in shapes)
+        lines += [f"{first.site} ({first.shape}): {len(first.points)} points", "", columns, "|---" * 8 + "|"]
+        for (path, _), shapes in zip(judged, by_shape):
+            f = shapes.get(key)
+            if f is None:
+                lines.append(f"| {path} | no prediction | | | | | | |")
+                continue
+            rho = "n/a" if math.isnan(f.spearman) else f"{f.spearman:.3f}"
+            rounds = "" if f.round_ratio is None else f"{f.round_ratio:.3g}"
+            unmeasured = " (its own pick not measured)" if f.space_pick is not None and not f.space_pick["measured"] else ""
+            lines.append(f"| {path} | {f.u:.3g} | {rho} | {_share(f.right, f.distinguished)} | "
+                         f"{_share(f.decided_right, f.decided)} | {f.pick_ratio:.3g}{unmeasured} | {rounds} | "
+                         f"{'holds' if f.q_holds else 'fails'} |")  # fmt: skip
+        lines.append("")
+    lines += ["all shapes:", "", "| profile | shapes | median Spearman | pairs right | decided right | O ≤ 1.05 | "
+              "geomean O | O round by round ≤ 1.05 | Q holds |", "|---" * 9 + "|"]  # fmt: skip
+    for path, nests in judged:
+        p = pooled(nests)
+        rho = "n/a" if p["spearman_median"] is None else f"{p['spearman_median']:.3f}"
+        geomean = "n/a" if p["o_geomean"] is None else f"{p['o_geomean']:.3f}"
+        rounds = p["o_round_by_round"]
+        pairs = p["pairs"]
+        lines.append(f"| {path} | {p['shapes']} | {rho} | {_share(pairs['right'], pairs['distinguished'])} | "
+                     f"{_share(pairs['decided_right'], pairs['decided'])} | {p['o_within_1_05']}/{p['shapes']} | "
+                     f"{geomean} | {rounds['within_1_05']}/{rounds['shapes']} | {p['q_holds']}/{p['shapes']} |")  # fmt: skip
+    return lines
 
 
 def plot(nests: Sequence[NestFigures], path: str) -> None:

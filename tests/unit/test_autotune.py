@@ -425,6 +425,23 @@ def test_rank_judges_another_profile_on_the_files_measurements(
     code, out, err = run_cli(["rank", str(results), "--whole-space"], capsys)
     assert code == 1 and "--whole-space goes with --profile" in err
 
+    # Several profiles side by side: a table per shape, a row per profile, then the figures pooled.
+    code, out, err = run_cli(["rank", str(results), "--profile", str(profile), "--profile", str(slower)], capsys)
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    assert rows[1].startswith(f"| {profile} | 0.1 | ") and rows[2].startswith(f"| {slower} | 0.1 | ")
+    assert rows[1].split(" | ")[2:] == rows[2].split(" | ")[2:]  # twice as slow orders alike
+    assert "all shapes:" in out and rows[-1].startswith(f"| {slower} | 1 | ")
+    code, out, err = run_cli(["rank", str(results), "--profile", str(profile), "--profile", str(slower), "--json"],
+                             capsys)  # fmt: skip
+    assert code == 0, err
+    both = json.loads(out)
+    assert [b["profile"] for b in both] == [str(profile), str(slower)] and both[0]["pooled"] == both[1]["pooled"]
+    assert both[0]["pooled"]["pairs"]["distinguished"] == f.distinguished and both[0]["pooled"]["shapes"] == 1
+    code, _, err = run_cli(["rank", str(results), "--profile", str(profile), "--profile", str(slower), "--plot",
+                            str(tmp_path / "x.png")], capsys)  # fmt: skip
+    assert code == 1 and "--plot draws one model's predictions" in err
+
     # Points predicted by two profiles (a second --candidates run under another) do not rank together.
     mixed = tmp_path / "mixed.jsonl"
     lines = repriced.records
