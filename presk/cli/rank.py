@@ -19,8 +19,9 @@ from presk.tuning.rank import as_json, figures, plot, pooled, priced_under, repo
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("rank", help="compare a profile's predictions with presk autotune's measured times")
-    p.add_argument("results", metavar="RESULTS.jsonl", help="the file presk autotune --profile wrote")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON, one object per nest shape")
+    p.add_argument("results", metavar="RESULTS.jsonl", help="the file presk autotune wrote")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON, one object per nest shape "
+                   "(with several --profile, one per profile: its pooled figures and its nests)")
     p.add_argument("--plot", metavar="OUT.png", help="predicted against measured per nest, log-log (matplotlib)")
     p.add_argument("--profile", metavar="P.json", action="append", help="judge this profile's model instead of "
                    "the one the file recorded: every point measured on this machine priced again here, statically, "
