@@ -22,7 +22,11 @@ are not the default layout itself (a duplicate of one of them):
 * **N**, what each choice cost: the static one, its points priced (the
   `"prices"` lines' seconds), against the sweep's, its points measured
   (their lines' seconds, and the finalists' timing again), and the whole
-  space's sweep extrapolated from the first.
+  space's sweep extrapolated two ways: every point at the measured points'
+  mean seconds (`sweep_estimate`), and each point at what measuring it
+  would take given its predicted time (`sweep_by_prediction`). The first
+  undercounts where the file measured candidates, the fast points: a slow
+  point's window is its calls, three of them at least.
 * **Halide's ordering rate** (Adams et al. 2019): of the points more than
   1.3× slower than the best measured one, the share the model predicts
   slower than its prediction of that best.
@@ -53,7 +57,8 @@ from presk.cost.profile import load_profile
 from presk.diagnostics import PreskError
 from presk.target import target_machine
 from presk.tuning.autotune import model_pick, with_retimes
-from presk.tuning.calibration import Progress
+from presk.tuning import calibration
+from presk.tuning.calibration import MIN_CALLS, Progress
 from presk.tuning.plan import isolated_from_record, profile_pricer
 from presk.tuning.space import Point, point_key
 
@@ -103,6 +108,11 @@ class NestFigures:
     other_sites: list[str] = field(default_factory=list)
     space_points: int = 0
     """The legal points of the shape's space, as its prices line priced them (0: the file has no prices line)."""
+    sweep_by_prediction: float | None = None
+    """The seconds measuring every priced point would take, each point its overhead (the measured points'
+    median seconds beyond their windows) and the window its predicted time, scaled by the measured points'
+    median measured/predicted, would take (`presk.tuning.autotune.measure`: a first call, then `MIN_CALLS`
+    calls and `MIN_SECONDS` at least); None where the prices line does not hold the predictions judged."""
     space_pick: dict[str, Any] | None = None
     """The model's own pick over the whole space (`"point"`, `"predicted_s"`, whether `"measured"`), where the
     prices line holds the predictions judged; None where it does not (`priced_under` without `whole_space`)."""
@@ -327,7 +337,23 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
         default=default, other_sites=sites[1:],
         space_points=sum(1 for v in prices[0]["prices"].values() if v is not None) if prices else 0,
         space_pick=_space_pick(prices[0], points) if prices and not prices[0].get("stale") else None,
+        sweep_by_prediction=_sweep_by_prediction(prices[0], points) if prices and not prices[0].get("stale") else None,
     )  # fmt: skip
+
+
+def _window(seconds: float) -> float:
+    """What timing a point whose calls take `seconds` takes: the first call, then the window."""
+    return seconds + max(MIN_CALLS * seconds, calibration.MIN_SECONDS)
+
+
+def _sweep_by_prediction(prices: Mapping[str, Any], points: Sequence[Mapping[str, Any]]) -> float | None:
+    timed = [r for r in points if isinstance(r.get("seconds"), (int, float)) and r["predicted_s"] > 0]
+    values = [float(v) for v in prices["prices"].values() if v is not None]
+    if not timed or not values:
+        return None
+    overhead = max(0.0, statistics.median(r["seconds"] - _window(r["median_s"]) for r in timed))
+    scale = statistics.median(r["median_s"] / r["predicted_s"] for r in timed)
+    return sum(overhead + _window(v * scale) for v in values)
 
 
 def _space_pick(prices: Mapping[str, Any], points: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -412,7 +438,10 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
                          f"{len(f.points)} points in {_clock(f.measured_seconds)}"
                          + (f" and {f.retimed} of them again" if f.retimed else "")
                          + (f" in {_clock(f.retimed_seconds)}" if f.retimed_seconds else "")
-                         + (f"; the whole space measured: about {_clock(estimate)}" if estimate else ""))  # fmt: skip
+                         + (f"; the whole space measured: about {_clock(estimate)} at their mean" if estimate else "")
+                         + (f", or {_clock(f.sweep_by_prediction)} with each point's window at its predicted time "
+                            f"({f.sweep_by_prediction / f.priced_seconds:.3g}× the static choice)"
+                            if f.sweep_by_prediction and f.priced_seconds else ""))  # fmt: skip
         if f.default is not None:
             lines.append(f"  the default measured {_time(f.default['median_s'])}: "
                          f"{f.default['median_s'] / f.best['median_s']:.3g}× the best")  # fmt: skip
@@ -449,7 +478,7 @@ def as_json(nests: Sequence[NestFigures]) -> list[dict[str, Any]]:
             "halide": {"slower": int(f.slower), "behind": int(f.slower_behind)},
             "n": {"priced_points": f.priced_points, "priced_seconds": f.priced_seconds,
                   "measured_seconds": f.measured_seconds, "retimed": f.retimed, "retimed_seconds": f.retimed_seconds,
-                  "sweep_estimate_seconds": f.sweep_estimate},
+                  "sweep_estimate_seconds": f.sweep_estimate, "sweep_by_prediction_seconds": f.sweep_by_prediction},
             "default": timed(f.default), "space_points": f.space_points, "space_pick": f.space_pick,
         })  # fmt: skip
     return out

@@ -299,6 +299,23 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "measured 3.9 µs, timed again in 5 rounds, 1× the best" in out
 
 
+def test_the_sweep_by_prediction_times_each_point_of_the_space_at_its_predicted_time(tmp_path: Path) -> None:
+    """Two points measured (1 ms each, predicted 0.5 ms, a second of wall time each); a space of three, one of
+    them predicted at a second: measuring it would take its calls, far above the measured points' mean."""
+    common = {"machine": "m", "site": "f/%0", "shape_key": "k", "shape": "[i: 4]", "bits": "ok", "u": 0.1,
+              "profile": None, "seconds": 1.0, "default": False, "predicted_s": 0.5e-3, "median_s": 1e-3,
+              "q1_s": 1e-3, "q3_s": 1e-3}  # fmt: skip
+    a, b, c = ({"tile": [1, n]} for n in (1, 8, 16))
+    prices = {"record": "prices", "machine": "m", "shape_key": "k", "points": 3, "seconds": 0.1,
+              "prices": {point_key(a): 0.5e-3, point_key(b): 0.5e-3, point_key(c): 1.0}}  # fmt: skip
+    (f,) = figures([{**common, "point": a}, {**common, "point": b}, prices])
+    # Each point's window: its first call, then 3 calls or 50 ms. Measured: 1 ms → 51 ms, so 0.949 s of overhead.
+    # Scaled by measured / predicted = 2: the two fast points 51 ms each, the slow one 2 s + 3 × 2 s = 8 s.
+    assert f.sweep_by_prediction == pytest.approx(3 * 0.949 + 2 * 0.051 + 8.0)
+    assert f.sweep_estimate == pytest.approx(3.0)  # the measured points' mean: a second each
+    assert "or 10.9 s with each point's window at its predicted time (109× the static choice)" in report([f])[-1]
+
+
 def test_rank_gives_o_in_the_picks_own_rounds_where_the_best_was_timed_apart(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
