@@ -56,8 +56,8 @@ from presk.cost.fit import spearman
 from presk.cost.profile import load_profile
 from presk.diagnostics import PreskError
 from presk.target import target_machine
-from presk.tuning.autotune import model_pick, with_retimes
 from presk.tuning import calibration
+from presk.tuning.autotune import model_pick, with_retimes
 from presk.tuning.calibration import MIN_CALLS, Progress
 from presk.tuning.plan import isolated_from_record, profile_pricer
 from presk.tuning.space import Point, point_key
@@ -109,10 +109,10 @@ class NestFigures:
     space_points: int = 0
     """The legal points of the shape's space, as its prices line priced them (0: the file has no prices line)."""
     sweep_by_prediction: float | None = None
-    """The seconds measuring every priced point would take, each point its overhead (the measured points'
-    median seconds beyond their windows) and the window its predicted time, scaled by the measured points'
-    median measured/predicted, would take (`presk.tuning.autotune.measure`: a first call, then `MIN_CALLS`
-    calls and `MIN_SECONDS` at least); None where the prices line does not hold the predictions judged."""
+    """The seconds measuring every priced point would take: for each, the measured points' median seconds
+    beyond their windows (lowering, compiling, the bit check), plus the window (`_window`) of its predicted
+    time scaled by the measured points' median measured/predicted; None where the prices line does not hold
+    the predictions judged."""
     space_pick: dict[str, Any] | None = None
     """The model's own pick over the whole space (`"point"`, `"predicted_s"`, whether `"measured"`), where the
     prices line holds the predictions judged; None where it does not (`priced_under` without `whole_space`)."""
@@ -287,10 +287,10 @@ def figures(records: Iterable[Mapping[str, Any]], u: float | None = None) -> lis
                   and isinstance(r.get("predicted_s"), (int, float))]  # fmt: skip
         if not points:
             continue
-        profiles = sorted({str(r.get("profile")) for r in points})
-        if len(profiles) > 1:
+        predictors = sorted({str(r.get("profile")) for r in points})
+        if len(predictors) > 1:
             raise PreskError("E4001", f"{points[0]['site']} ({points[0].get('shape', '')}): its points were "
-                             f"predicted by {len(profiles)} profiles ({', '.join(profiles)}), whose times do not "
+                             f"predicted by {len(predictors)} profiles ({', '.join(predictors)}), whose times do not "
                              "compare: `presk rank --profile P.json` prices them all under one")  # fmt: skip
         out.append(_figures(key, points, default, _u_of(points, u, profiles), prices.get(key, [])))
     return out
@@ -342,7 +342,8 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
 
 
 def _window(seconds: float) -> float:
-    """What timing a point whose calls take `seconds` takes: the first call, then the window."""
+    """What timing a point whose calls take `seconds` takes (`presk.tuning.autotune.measure`): the first call,
+    then `MIN_CALLS` calls and `MIN_SECONDS` at least."""
     return seconds + max(MIN_CALLS * seconds, calibration.MIN_SECONDS)
 
 
