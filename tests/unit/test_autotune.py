@@ -407,6 +407,9 @@ def test_rank_judges_another_profile_on_the_files_measurements(
     assert len(measured) == FIRST == repriced.points and repriced.u == 0.1 and not repriced.other_machines
     for r in measured:  # what autotune priced, to the bit
         assert r["predicted_s"] == prices["prices"][point_key(r["point"])]
+    # Lines that do not record their u (written before they did) take their profile's.
+    (unrecorded,) = figures([{k: v for k, v in r.items() if k != "u"} for r in repriced.records])
+    assert unrecorded.u == 0.1
     # A profile twice as slow: every prediction twice, the order and the pick the same.
     slower = load_dominated(tmp_path / "slow.json", u=0.1, slower=2.0)
     twice = priced_under(records, str(slower), str(results))
