@@ -99,7 +99,9 @@ __all__ = [
     "isolated_record",
     "launched_kernels",
     "make_plan",
+    "unpriced",
     "plan_text",
+    "price_ahead",
     "profile_constants",
     "profile_pricer",
     "report",
@@ -659,16 +661,10 @@ def choose(
             checked[shapes] = legal_points(nest, pricer.machine, space, pricer.store)
         points, conditions = checked[shapes]
         legal.append((points, dict(conditions)))  # `_choose` adds its own refusals to each nest's counts
-    todo = {(iso.key, point_key(p)) for nest, (points, _) in zip(nests, legal) for iso, _ in nest.shapes
-            for p in points if not pricer.cached(iso, p)}  # fmt: skip
-    if pricer.store is not None:
-        todo -= _from_store(nests, legal, todo, pricer)
+    todo = unpriced(nests, legal, pricer)
     progress = Progress(len(todo), label="pricing", stream=progress_stream or sys.stderr)
     try:
-        jobs = plan_jobs()
-        if len(todo) >= PARALLEL_MIN:
-            _price_groups(nests, legal, todo, pricer, jobs, progress)
-            todo = {key for key in todo if key not in pricer.cache}
+        todo = price_ahead(nests, legal, todo, pricer, progress)
         return _choose(nests, legal, todo, pricer, u, space, progress)
     finally:
         progress.close()
@@ -676,6 +672,27 @@ def choose(
 
 PARALLEL_MIN = 64
 """Points to price below which the processes are not worth their start."""
+
+
+def unpriced(nests: Sequence[Nest], legal: Sequence[tuple[list[Point], dict[str, int]]],
+             pricer: Pricer) -> set[tuple[str, str]]:  # fmt: skip
+    """The (shape, point) keys of `legal` that `pricer` has no price for, once those whose terms the terms
+    cache holds are priced from it (the model alone: microseconds each)."""
+    todo = {(iso.key, point_key(p)) for nest, (points, _) in zip(nests, legal) for iso, _ in nest.shapes
+            for p in points if not pricer.cached(iso, p)}  # fmt: skip
+    if pricer.store is not None:
+        todo -= _from_store(nests, legal, todo, pricer)
+    return todo
+
+
+def price_ahead(nests: Sequence[Nest], legal: Sequence[tuple[list[Point], dict[str, int]]],
+                todo: set[tuple[str, str]], pricer: Pricer, progress: Progress) -> set[tuple[str, str]]:  # fmt: skip
+    """Price `todo` (`unpriced`'s) over `plan_jobs()` processes, when there are enough points to repay them;
+    the keys still unpriced, which the caller prices one by one (and says which nest a failure was)."""
+    if len(todo) < PARALLEL_MIN:
+        return todo
+    _price_groups(nests, legal, todo, pricer, plan_jobs(), progress)
+    return {key for key in todo if key not in pricer.cache}
 
 
 def _from_store(nests: Sequence[Nest], legal: Sequence[tuple[list[Point], dict[str, int]]],

@@ -59,7 +59,7 @@ from presk.target import target_machine
 from presk.tuning import calibration
 from presk.tuning.autotune import model_pick, with_retimes
 from presk.tuning.calibration import MIN_CALLS, Progress
-from presk.tuning.plan import isolated_from_record, profile_pricer
+from presk.tuning.plan import Nest, isolated_from_record, price_ahead, profile_pricer, unpriced
 from presk.tuning.space import Point, point_key
 
 __all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "Repriced", "as_json", "figures", "plot", "pooled",
@@ -196,21 +196,21 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
     if profile.machine and profile.machine != here:
         err.write(f"presk rank: warning: {profile_path} was measured on another machine; its predictions are "
                   "compared with this one's times\n")  # fmt: skip
-    nests = {r["shape_key"]: r for r in records if r.get("record") == "nest"}
+    described = {r["shape_key"]: r for r in records if r.get("record") == "nest"}
     mine = [dict(r) for r in records if r.get("machine", here) == here]
     other = sorted({_cpu(str(r["machine"])) for r in records if r.get("machine", here) != here})
     todo = [r for r in mine if r.get("record", "point") == "point" and not r.get("default") and r["bits"] == "ok"]
     if not todo:
         raise PreskError("E4001", f"{where}: no point measured on this machine to price"
                          + (f" (the file's points were measured on {', '.join(other)})" if other else ""))  # fmt: skip
-    missing = sorted({(r["site"], r["shape_key"]) for r in todo if r["shape_key"] not in nests})
+    missing = sorted({(r["site"], r["shape_key"]) for r in todo if r["shape_key"] not in described})
     if missing:
         site, key = missing[0]
         raise PreskError("E8001", f"{where}: no nest line for {site} (shape {key}), and {len(missing) - 1} more: the "
                          "file was written before presk autotune kept its nests; the same presk autotune command "
                          "adds them and measures nothing again")  # fmt: skip
     workers = machine.workers()
-    other_workers = sorted({int(nests[r["shape_key"]].get("workers", workers)) for r in todo} - {workers})
+    other_workers = sorted({int(described[r["shape_key"]].get("workers", workers)) for r in todo} - {workers})
     if other_workers:
         raise PreskError("E4001", f"{where} was measured on {other_workers[0]} workers, and this process would "
                          f"price on {workers}: set PRESK_THREADS={other_workers[0]} to price as it measured")  # fmt: skip
@@ -223,36 +223,48 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
             spaces[r["shape_key"]] = r
         else:
             r["stale"] = True
-    space_points = sum(v is not None for line in spaces.values() for v in line["prices"].values())
+    # Every point to price, by shape (the measured ones, then the spaces'), priced ahead as presk plan prices.
+    wanted: dict[str, list[Point]] = {}
+    for r in todo:
+        wanted.setdefault(r["shape_key"], []).append(r["point"])
+    for key, line in spaces.items():
+        wanted.setdefault(key, []).extend(json.loads(p) for p, v in line["prices"].items() if v is not None)
+    isolated = {key: isolated_from_record(described[key], f"{where}: the nest of {described[key]['site']}")
+                for key in wanted}  # fmt: skip
+    shapes = [Nest(described[key]["site"], "", [(isolated[key], 1)]) for key in wanted]
+    legal: list[tuple[list[Point], dict[str, int]]] = [(points, {}) for points in wanted.values()]
     pricer = profile_pricer(profile, profile_path, machine, keep_terms=True)
-    isolated = {}
+    start = time.perf_counter()
+    left = unpriced(shapes, legal, pricer)
+    progress = Progress(len(left), label="pricing", stream=err)
 
-    def price(key: str, point: Point) -> float | None:
-        if key not in isolated:
-            isolated[key] = isolated_from_record(nests[key], f"{where}: the nest of {nests[key]['site']}")
-        value = pricer.price(isolated[key], point)
+    def price(key: str, point: Point, site: str) -> float | None:
+        iso = isolated[key]
+        if (iso.key, point_key(point)) in left:
+            left.discard((iso.key, point_key(point)))
+            progress.step(site)
+        try:
+            value = pricer.price(iso, point)
+        except PreskError as error:  # a group the profile has no constants for: say where
+            raise PreskError(error.code, f"nest \"{site}\" ({iso.describe()}), layout {json.dumps(point)}: "
+                             f"{error.message}") from None  # fmt: skip
         return value if isinstance(value, float) else None
 
-    progress = Progress(len(todo) + space_points, label="pricing", stream=err)
-    start = time.perf_counter()
     refused = 0
     try:
+        left = price_ahead(shapes, legal, left, pricer, progress)
         for r in todo:
-            value = price(r["shape_key"], r["point"])
+            value = price(r["shape_key"], r["point"], r["site"])
             refused += value is None
             r.update(predicted_s=value, profile=profile_path, u=profile.u)
-            progress.step(r["site"])
         for key, line in spaces.items():
-            prices: dict[str, float | None] = {}
-            for point, was in line["prices"].items():
-                prices[point] = None if was is None else price(key, json.loads(point))
-                if was is not None:
-                    progress.step(str(line.get("site", "")))
-            line["prices"] = prices
+            line["prices"] = {p: None if v is None else price(key, json.loads(p), str(line.get("site", "")))
+                              for p, v in line["prices"].items()}  # fmt: skip
     finally:  # what was lowered is kept, even when Ctrl-C stops the pricing
         progress.close()
         if pricer.store is not None:
             pricer.store.save()
+    space_points = sum(v is not None for line in spaces.values() for v in line["prices"].values())
     u = profile.u if profile.u is not None else 0.0
     return Repriced(mine, u, len(todo), time.perf_counter() - start, refused, other, space_points)
 
