@@ -1,4 +1,4 @@
-"""`presk rank RESULTS.jsonl [--profile P.json ...] [--json] [--plot OUT.png]`: how well a model orders measured points.
+"""`presk rank RESULTS.jsonl ... [--profile P.json ...] [--json] [--plot OUT.png]`: how well a model orders measured points.
 
 Thin over `presk.tuning.rank`; the file is `presk autotune`'s, the model the
 one it recorded (`presk autotune --profile`) or, with `--profile`, another
@@ -19,7 +19,8 @@ from presk.tuning.rank import as_json, figures, plot, pooled, priced_under, repo
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("rank", help="compare a profile's predictions with presk autotune's measured times")
-    p.add_argument("results", metavar="RESULTS.jsonl", help="the file presk autotune wrote")
+    p.add_argument("results", metavar="RESULTS.jsonl", nargs="+", help="the files presk autotune wrote (several: "
+                   "their shapes ranked together, each shape in one file)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the figures as JSON, one object per nest shape "
                    "(with several --profile, one per profile: its pooled figures and its nests)")
     p.add_argument("--plot", metavar="OUT.png", help="predicted against measured per nest, log-log (matplotlib)")
@@ -33,13 +34,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        open(args.results, "rb").close()
-    except OSError as error:
-        raise PreskError("E0001", f"cannot read the results file '{args.results}': {error.strerror}") from None
     if args.u is not None and not args.u >= 0:
         raise PreskError("E4001", f"--u {args.u}: expected a relative error, at least 0")
-    records = read_results(args.results)
+    files = _read_files(args.results)
+    records = [r for _, lines in files for r in lines]
     profiles = args.profile or []
     if args.whole_space and not profiles:
         raise PreskError("E4001", "--whole-space goes with --profile: the file's own prices are its whole spaces'")
@@ -47,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError("E4001", "--plot draws one model's predictions: give one --profile with it")
     note = sys.stderr if args.json else sys.stdout
     if len(profiles) > 1:
-        judged = [(path, figures(*_priced(records, path, args, note))) for path in profiles]
+        judged = [(path, figures(*_priced(files, path, args, note))) for path in profiles]
         if args.json:
             print(json.dumps([{"profile": path, "pooled": pooled(nests), "nests": as_json(nests)}
                               for path, nests in judged], indent=1))  # fmt: skip
@@ -57,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     u = args.u
     if profiles:
-        records, u = _priced(records, profiles[0], args, note)
+        records, u = _priced(files, profiles[0], args, note)
     nests = figures(records, u)
     if args.json:
         print(json.dumps(as_json(nests), indent=1))
@@ -70,17 +68,38 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _priced(records: list[dict[str, Any]], path: str, args: argparse.Namespace,
+def _read_files(paths: list[str]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Each file's records; a shape measured in two of them is refused (their points would mix as one's)."""
+    files = []
+    seen: dict[tuple[str, str], str] = {}
+    for path in paths:
+        if paths.count(path) > 1:
+            raise PreskError("E4001", f"the results file '{path}' is given {paths.count(path)} times")
+        try:
+            open(path, "rb").close()
+        except OSError as error:
+            raise PreskError("E0001", f"cannot read the results file '{path}': {error.strerror}") from None
+        lines = read_results(path)
+        for r in lines:
+            if r.get("record", "point") == "point":
+                first = seen.setdefault((r["machine"], r["shape_key"]), path)
+                if first != path:
+                    raise PreskError("E4001", f"{r['site']} ({r.get('shape', '')}) was measured in {first} and in "
+                                     f"{path}: rank the two apart")  # fmt: skip
+        files.append((path, lines))
+    return files
+
+
+def _priced(files: list[tuple[str, list[dict[str, Any]]]], path: str, args: argparse.Namespace,
             note: Any) -> tuple[list[dict[str, Any]], float]:  # fmt: skip
-    """The records priced under `path` and the u to judge them with, what was priced said on `note`."""
-    repriced = priced_under(records, path, args.results, whole_space=args.whole_space)
-    u = args.u if args.u is not None else repriced.u
-    spaces = f" (and the spaces' {repriced.space_points})" if args.whole_space else ""
-    print(f"predictions of {path} (u = {u:.3g}): {repriced.points} points priced here{spaces} in "
-          f"{repriced.seconds:.1f} s", file=note)  # fmt: skip
-    if repriced.refused:
-        print(f"  {repriced.refused} points refused by its lowering: left out", file=note)
-    if repriced.other_machines:
-        print(f"  lines measured on another machine left out ({', '.join(repriced.other_machines)}): rank "
-              "them there", file=note)  # fmt: skip
-    return repriced.records, u
+    """The files' records priced under `path` and the u to judge them with, what was priced said on `note`."""
+    each = [priced_under(lines, path, where, whole_space=args.whole_space) for where, lines in files]
+    u = args.u if args.u is not None else each[0].u
+    spaces = f" (and the spaces' {sum(r.space_points for r in each)})" if args.whole_space else ""
+    print(f"predictions of {path} (u = {u:.3g}): {sum(r.points for r in each)} points priced here{spaces} in "
+          f"{sum(r.seconds for r in each):.1f} s", file=note)  # fmt: skip
+    if refused := sum(r.refused for r in each):
+        print(f"  {refused} points refused by its lowering: left out", file=note)
+    if others := sorted({cpu for r in each for cpu in r.other_machines}):
+        print(f"  lines measured on another machine left out ({', '.join(others)}): rank them there", file=note)
+    return [line for r in each for line in r.records], u

@@ -277,6 +277,18 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert shape["n"]["priced_points"] == 40 and shape["n"]["sweep_estimate_seconds"] == pytest.approx(20)
     assert shape["o_round_by_round"] is None and shape["default"]["median_s"] == 6e-6
     assert (tmp_path / "r.png").stat().st_size > 1000
+    # Several files rank together, each shape in one of them; a shape in two is refused.
+    other = tmp_path / "other.jsonl"
+    other.write_text((tmp_path / "r.jsonl").read_text().replace('"shape_key": "k"', '"shape_key": "k2"'))
+    code, out, err = run_cli(["rank", str(tmp_path / "r.jsonl"), str(other), "--json"], capsys)
+    assert code == 0, err
+    assert [shape["shape_key"] for shape in json.loads(out)] == ["k", "k2"]
+    again = tmp_path / "again.jsonl"
+    again.write_text((tmp_path / "r.jsonl").read_text())
+    code, out, err = run_cli(["rank", str(tmp_path / "r.jsonl"), str(other), str(again)], capsys)
+    assert code == 1 and "E4001" in err and "rank the two apart" in err
+    code, out, err = run_cli(["rank", str(other), str(other)], capsys)
+    assert code == 1 and "is given 2 times" in err
     # --u 0.6: the decided pairs are those beyond 1.6: (1,2), (1,4), (2,4), (3,4); three right.
     (g,) = figures(at.read_results(tmp_path / "r.jsonl"), u=0.6)
     assert (g.decided, g.decided_right) == (4, 3) and g.q_holds is False
