@@ -105,6 +105,9 @@ PYTEST_PARALLEL := -n $(JOBS) --dist loadfile --no-loadscope-reorder
 # beside them at the lowest priority (`nice`), taking the cores' idle time (a
 # worker's last file, a test that waits) and every core once pytest is done,
 # then lit's tests of the widths lowered for the narrow target on such a host.
+# lit starts with its slowest tests (its "smart" order, from the times of its
+# last run; a clean clone has the committed .lit_test_times.txt), so they run
+# beside pytest rather than alone once it is done.
 # They share one kernel cache, new for the run: what one test compiles, the
 # others load, and nothing is read from an earlier run's cache (its keys hold
 # the target, so both kinds share it). lit's output is printed after pytest's.
