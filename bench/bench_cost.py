@@ -175,10 +175,10 @@ def twice_table(profile: str, dtypes: list[str], fuse: bool = True) -> None:
     from presk.cost.fit import spearman
     from presk.cost.models import predict_many
     from presk.cost.profile import load_profile
+    from presk.tuning.plan import profile_constants
 
     loaded = load_profile(profile)
-    constants = loaded.layout or loaded.roofline
-    assert constants is not None
+    constants = profile_constants(loaded, profile)
     runner = make_runner("native", None)
     print("| program | entry | sizes | type | kernels | model, 1st timing | model, 2nd timing | 1st timing, 2nd |")
     print("|---|---|---|---|---|---|---|---|")

@@ -93,13 +93,14 @@ def _read_files(paths: list[str]) -> list[tuple[str, list[dict[str, Any]]]]:
 def _priced(files: list[tuple[str, list[dict[str, Any]]]], path: str, args: argparse.Namespace,
             note: Any) -> tuple[list[dict[str, Any]], float]:  # fmt: skip
     """The files' records priced under `path` and the u to judge them with, what was priced said on `note`."""
-    each = [priced_under(lines, path, where, whole_space=args.whole_space) for where, lines in files]
-    u = args.u if args.u is not None else each[0].u
-    spaces = f" (and the spaces' {sum(r.space_points for r in each)})" if args.whole_space else ""
-    print(f"predictions of {path} (u = {u:.3g}): {sum(r.points for r in each)} points priced here{spaces} in "
-          f"{sum(r.seconds for r in each):.1f} s", file=note)  # fmt: skip
-    if refused := sum(r.refused for r in each):
-        print(f"  {refused} points refused by its lowering: left out", file=note)
-    if others := sorted({cpu for r in each for cpu in r.other_machines}):
-        print(f"  lines measured on another machine left out ({', '.join(others)}): rank them there", file=note)
-    return [line for r in each for line in r.records], u
+    repriced = priced_under(files, path, whole_space=args.whole_space)
+    u = args.u if args.u is not None else repriced.u
+    spaces = f" (and the spaces' {repriced.space_points})" if args.whole_space else ""
+    print(f"predictions of {path} (u = {u:.3g}): {repriced.points} points priced here{spaces} in "
+          f"{repriced.seconds:.1f} s", file=note)  # fmt: skip
+    if repriced.refused:
+        print(f"  {repriced.refused} points refused by its lowering: left out", file=note)
+    if repriced.other_machines:
+        print(f"  lines measured on another machine left out ({', '.join(repriced.other_machines)}): rank "
+              "them there", file=note)  # fmt: skip
+    return repriced.records, u

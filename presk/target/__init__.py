@@ -5,10 +5,11 @@ Read from LLVM and the OS, never hard-coded, and overridable with
 """
 
 from presk.target.caches import CacheLevel, read_caches
-from presk.target.machine import CACHE_LINE, THREADS_ENV, Machine, vector_bits_of
+from presk.target.machine import CACHE_LINE, THREADS_ENV, Machine, cpu_of_key, vector_bits_of
 from presk.target.targets import LEVELS, TARGET_ENV, host_machine, require_native, target_machine, target_named
 
 __all__ = [
+    "cpu_of_key",
     "CACHE_LINE",
     "LEVELS",
     "TARGET_ENV",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from presk.diagnostics import PreskError
 from presk.target.caches import CacheLevel
 
-__all__ = ["CACHE_LINE", "THREADS_ENV", "Machine", "vector_bits_of"]
+__all__ = ["CACHE_LINE", "THREADS_ENV", "Machine", "cpu_of_key", "vector_bits_of"]
 
 THREADS_ENV = "PRESK_THREADS"
 """Overrides the number of workers a split runs on (default: the usable cores)."""
@@ -160,3 +160,10 @@ class Machine:
         """
         caches = ",".join(f"L{c.level}:{c.size}/{c.shared_by}" for c in self.caches)
         return f"{self.triple}|{self.cpu_name}|{','.join(sorted(self.features))}|{caches}|cores={self.cores}"
+
+
+def cpu_of_key(key: str) -> str:
+    """The CPU name a `Machine.key()` holds (`znver3`), to name another machine in a message; the key itself
+    when it holds none."""
+    parts = key.split("|")
+    return parts[1] if len(parts) > 1 and parts[1] else key

@@ -79,7 +79,7 @@ from presk.passes.vectorize import VectorizeContractions
 from presk.passes.verify_layout import LayoutViolation, layout_violation
 from presk.pipeline import lower, realize
 from presk.plans import Plan, parse_plan
-from presk.target import Machine, target_machine
+from presk.target import Machine, cpu_of_key, target_machine
 from presk.tuning.calibration import Progress, stale_samples
 from presk.tuning.space import SPACES, Point, nest_space, point_key
 from presk.tuning.terms_cache import TermsCache
@@ -964,10 +964,8 @@ def make_plan(
     profile_constants(profile, profile_path)  # a profile without fitted constants is refused before the capture
     machine = target_machine()
     if profile.machine and profile.machine != machine.key():
-        parts = profile.machine.split("|")
-        other = parts[1] if len(parts) > 1 and parts[1] else profile.machine
         (warn or sys.stderr).write(
-            f"presk plan: warning: {profile_path} was measured on another machine ({other}); "
+            f"presk plan: warning: {profile_path} was measured on another machine ({cpu_of_key(profile.machine)}); "
             f"this one is {machine.cpu_name}: the plan is advisory here\n"
         )
     if stale := stale_samples(profile.samples):

@@ -55,7 +55,7 @@ import numpy as np
 from presk.cost.fit import spearman
 from presk.cost.profile import load_profile
 from presk.diagnostics import PreskError
-from presk.target import target_machine
+from presk.target import cpu_of_key, target_machine
 from presk.tuning import calibration
 from presk.tuning.autotune import model_pick, with_retimes
 from presk.tuning.calibration import MIN_CALLS, Progress
@@ -168,19 +168,19 @@ class Repriced:
     """Points of the shapes' spaces priced besides (`whole_space`)."""
 
 
-def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where: str,
+def priced_under(files: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], profile_path: str,
                  err: TextIO | None = None, whole_space: bool = False) -> Repriced:  # fmt: skip
-    """The file's lines with each measured point of this host's machine priced by `profile_path`'s layout model.
+    """The lines of results files (each with its name) with each measured point of this host's machine priced
+    by `profile_path`'s layout model.
 
     A point is priced as `presk plan` prices it, on this host's target, from
-    the isolated nest the file keeps for its shape (`"record": "nest"`), so
+    the isolated nest its file keeps for its shape (`"record": "nest"`), so
     the program is not needed; the terms go to the presk cache, and a second
     call under a profile of the same description and rules lowers nothing.
     Lines measured on another machine are left out (their kernels are not
     this target's): `other_machines` names them. The points are priced on the
     workers they were measured on, which the nest lines state: a process on
-    another `PRESK_THREADS` is refused. `where` (the file's name) places the
-    errors.
+    another `PRESK_THREADS` is refused. The errors name the file.
 
     With `whole_space`, every point of each shape's space (its `"prices"`
     line's, in its order) is priced too and the line's prices replaced, so
@@ -191,29 +191,42 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
     """
     err = err or sys.stderr
     profile = load_profile(profile_path)
+    u = profile.u if profile.u is not None else 0.0
     machine = target_machine()
     here = machine.key()
     if profile.machine and profile.machine != here:
-        err.write(f"presk rank: warning: {profile_path} was measured on another machine; its predictions are "
-                  "compared with this one's times\n")  # fmt: skip
-    described = {r["shape_key"]: r for r in records if r.get("record") == "nest"}
-    mine = [dict(r) for r in records if r.get("machine", here) == here]
-    other = sorted({_cpu(str(r["machine"])) for r in records if r.get("machine", here) != here})
-    todo = [r for r in mine if r.get("record", "point") == "point" and not r.get("default") and r["bits"] == "ok"]
-    if not todo:
-        raise PreskError("E4001", f"{where}: no point measured on this machine to price"
-                         + (f" (the file's points were measured on {', '.join(other)})" if other else ""))  # fmt: skip
-    missing = sorted({(r["site"], r["shape_key"]) for r in todo if r["shape_key"] not in described})
-    if missing:
-        site, key = missing[0]
-        raise PreskError("E8001", f"{where}: no nest line for {site} (shape {key}), and {len(missing) - 1} more: the "
-                         "file was written before presk autotune kept its nests; the same presk autotune command "
-                         "adds them and measures nothing again")  # fmt: skip
+        err.write(f"presk rank: warning: {profile_path} was measured on another machine "
+                  f"({cpu_of_key(profile.machine)}); its predictions are compared with this one's times\n")  # fmt: skip
     workers = machine.workers()
-    other_workers = sorted({int(described[r["shape_key"]].get("workers", workers)) for r in todo} - {workers})
-    if other_workers:
-        raise PreskError("E4001", f"{where} was measured on {other_workers[0]} workers, and this process would "
-                         f"price on {workers}: set PRESK_THREADS={other_workers[0]} to price as it measured")  # fmt: skip
+    described: dict[str, Mapping[str, Any]] = {}
+    origin: dict[str, str] = {}  # the file of each shape's nest line, for its errors
+    mine: list[dict[str, Any]] = []
+    todo: list[dict[str, Any]] = []
+    other: set[str] = set()
+    for where, records in files:
+        nests = {r["shape_key"]: r for r in records if r.get("record") == "nest"}
+        lines = [dict(r) for r in records if r.get("machine", here) == here]
+        others = sorted({cpu_of_key(str(r["machine"])) for r in records if r.get("machine", here) != here})
+        points = [r for r in lines if r.get("record", "point") == "point" and not r.get("default") and r["bits"] == "ok"]
+        if not points:
+            raise PreskError("E4001", f"{where}: no point measured on this machine to price"
+                             + (f" (the file's points were measured on {', '.join(others)})" if others else ""))  # fmt: skip
+        missing = sorted({(r["site"], r["shape_key"]) for r in points if r["shape_key"] not in nests})
+        if missing:
+            site, key = missing[0]
+            raise PreskError("E8001", f"{where}: no nest line for {site} (shape {key}), and {len(missing) - 1} more: "
+                             "the file was written before presk autotune kept its nests; the same presk autotune "
+                             "command adds them and measures nothing again")  # fmt: skip
+        other_workers = sorted({int(nests[r["shape_key"]].get("workers", workers)) for r in points} - {workers})
+        if other_workers:
+            raise PreskError("E4001", f"{where} was measured on {other_workers[0]} workers, and this process would "
+                             f"price on {workers}: set PRESK_THREADS={other_workers[0]} to price as it measured")  # fmt: skip
+        for key, nest in nests.items():
+            if key not in described:
+                described[key], origin[key] = nest, where
+        mine += lines
+        todo += points
+        other.update(others)
     spaces: dict[str, dict[str, Any]] = {}
     measured_shapes = {r["shape_key"] for r in todo}
     for r in mine:
@@ -229,7 +242,7 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
         wanted.setdefault(r["shape_key"], []).append(r["point"])
     for key, line in spaces.items():
         wanted.setdefault(key, []).extend(json.loads(p) for p, v in line["prices"].items() if v is not None)
-    isolated = {key: isolated_from_record(described[key], f"{where}: the nest of {described[key]['site']}")
+    isolated = {key: isolated_from_record(described[key], f"{origin[key]}: the nest of {described[key]['site']}")
                 for key in wanted}  # fmt: skip
     shapes = [Nest(described[key]["site"], "", [(isolated[key], 1)]) for key in wanted]
     legal: list[tuple[list[Point], dict[str, int]]] = [(points, {}) for points in wanted.values()]
@@ -240,8 +253,9 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
 
     def price(key: str, point: Point, site: str) -> float | None:
         iso = isolated[key]
-        if (iso.key, point_key(point)) in left:
-            left.discard((iso.key, point_key(point)))
+        priced = (iso.key, point_key(point))
+        if priced in left:  # not priced ahead: priced here, one by one
+            left.discard(priced)
             progress.step(site)
         try:
             value = pricer.price(iso, point)
@@ -256,7 +270,7 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
         for r in todo:
             value = price(r["shape_key"], r["point"], r["site"])
             refused += value is None
-            r.update(predicted_s=value, profile=profile_path, u=profile.u)
+            r.update(predicted_s=value, profile=profile_path, u=u)
         for key, line in spaces.items():
             line["prices"] = {p: None if v is None else price(key, json.loads(p), str(line.get("site", "")))
                               for p, v in line["prices"].items()}  # fmt: skip
@@ -265,13 +279,7 @@ def priced_under(records: Sequence[Mapping[str, Any]], profile_path: str, where:
         if pricer.store is not None:
             pricer.store.save()
     space_points = sum(v is not None for line in spaces.values() for v in line["prices"].values())
-    u = profile.u if profile.u is not None else 0.0
-    return Repriced(mine, u, len(todo), time.perf_counter() - start, refused, other, space_points)
-
-
-def _cpu(machine_key: str) -> str:
-    parts = machine_key.split("|")
-    return parts[1] if len(parts) > 1 and parts[1] else machine_key
+    return Repriced(mine, u, len(todo), time.perf_counter() - start, refused, sorted(other), space_points)
 
 
 def _distinguished(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

@@ -414,7 +414,7 @@ def test_rank_judges_another_profile_on_the_files_measurements(
     records = at.read_results(results)
     assert sum(r.get("record") == "nest" for r in records) == 1
     (prices,) = [r for r in records if r.get("record") == "prices"]
-    repriced = priced_under(records, str(profile), str(results))
+    repriced = priced_under([(str(results), records)], str(profile))
     measured = [r for r in repriced.records if r.get("record", "point") == "point" and not r["default"]]
     assert len(measured) == FIRST == repriced.points and repriced.u == 0.1 and not repriced.other_machines
     for r in measured:  # what autotune priced, to the bit
@@ -424,7 +424,7 @@ def test_rank_judges_another_profile_on_the_files_measurements(
     assert unrecorded.u == 0.1
     # A profile twice as slow: every prediction twice, the order and the pick the same.
     slower = load_dominated(tmp_path / "slow.json", u=0.1, slower=2.0)
-    twice = priced_under(records, str(slower), str(results))
+    twice = priced_under([(str(results), records)], str(slower))
     doubled = [r for r in twice.records if r.get("record", "point") == "point" and not r["default"]]
     assert [r["predicted_s"] for r in doubled] == [2 * r["predicted_s"] for r in measured]
     (f,), (g,) = figures(repriced.records, repriced.u), figures(twice.records, twice.u)
@@ -445,13 +445,13 @@ def test_rank_judges_another_profile_on_the_files_measurements(
 
     # The profile's own pick over the whole space: priced with --whole-space, and said when it was not measured.
     assert f.space_pick is None  # the prices line still holds the file's profile's prices
-    whole = priced_under(records, str(slower), str(results), whole_space=True)
+    whole = priced_under([(str(results), records)], str(slower), whole_space=True)
     assert whole.space_points == FIRST
     (w,) = figures(whole.records, whole.u)
     assert w.space_pick is not None and w.space_pick["measured"] and w.space_pick["point"] == g.pick["point"]
     assert w.space_pick["predicted_s"] == 2 * min(v for v in prices["prices"].values() if v is not None)
     unmeasured = [r for r in records if r.get("record", "point") != "point" or r["point"] != g.pick["point"]]
-    (v,) = figures(priced_under(unmeasured, str(slower), str(results), whole_space=True).records, 0.1)
+    (v,) = figures(priced_under([(str(results), unmeasured)], str(slower), whole_space=True).records, 0.1)
     assert v.space_pick is not None and not v.space_pick["measured"] and v.pick is not None
     assert v.pick["point"] != g.pick["point"] and "was not measured: O is over the measured points" in "".join(report([v]))
     code, out, err = run_cli(["rank", str(results), "--whole-space"], capsys)
