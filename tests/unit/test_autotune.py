@@ -490,6 +490,11 @@ def test_rank_judges_another_profile_on_the_files_measurements(
     old.write_text("".join(json.dumps(r) + "\n" for r in records if r.get("record") != "nest"))
     code, _, err = run_cli(["rank", str(old), "--profile", str(profile)], capsys)
     assert code == 1 and "E8001" in err and "no nest line for gemm/%0" in err and "measures nothing again" in err
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(json.dumps({**r, "module": "builtin.module { nonsense"} if r.get("record") == "nest"
+                                         else r) + "\n" for r in records))  # fmt: skip
+    code, _, err = run_cli(["rank", str(broken), "--profile", str(profile)], capsys)
+    assert code == 1 and "E8001" in err and "not a nest presk can rebuild" in err and "Traceback" not in err
     other = tmp_path / "other.jsonl"
     other.write_text("".join(json.dumps({**r, "machine": "x86_64|zen9|avx9"} if "machine" in r else r) + "\n"
                              for r in records))  # fmt: skip
