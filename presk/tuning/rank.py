@@ -12,7 +12,13 @@ are not the default layout itself (a duplicate of one of them):
   `DISTINCT` (3 %); the share of distinguished pairs the model orders the
   same way (a predicted tie is not right). *Decided* pairs are those whose
   predicted times differ by more than 1 + u (the profile's median relative
-  error): the pairs the model claims to know; their share right.
+  error): the pairs the model claims to know; their share right. *Tied*
+  pairs are predicted exactly equal: the model cannot tell them apart.
+* **By decision**: the distinguished pairs whose two points differ in one
+  decision alone (the tile, the split, the lanes, the loop order, the
+  k-block, the pack, the passes, ...), the others equal: the share of each
+  decision's pairs ordered right, and tied. What a decision costs the model
+  shows there, apart from the pairs that differ in several at once.
 * **O**, the pick's measured time over the best measured one: what choosing
   by the model costs.
 * **Q**, whether the candidates (predicted within 1 + u of the model's
@@ -47,7 +53,6 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations
 from typing import Any, TextIO
 
 import numpy as np
@@ -62,11 +67,31 @@ from presk.tuning.calibration import MIN_CALLS, Progress
 from presk.tuning.plan import Nest, isolated_from_record, price_ahead, profile_pricer, unpriced
 from presk.tuning.space import Point, point_key
 
-__all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "Repriced", "as_json", "figures", "plot", "pooled",
-           "priced_under", "report", "side_by_side"]  # fmt: skip
+__all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "PairCount", "Repriced", "as_json", "by_decision",
+           "decision_table", "figures", "plot", "pooled", "priced_under", "report", "side_by_side"]  # fmt: skip
 
 DISTINCT = 1.03
 HALIDE_SLOWER = 1.3
+DECISION_ORDER = ("form", "tile", "split", "lanes", "order", "kblock", "jblock", "pack", "passes", "epilogue")
+"""The decisions' order in the tables; a decision not named here follows, by name."""
+DECISION_NAMES = {"kblock": "k-block", "jblock": "J-block"}
+_PAIR_BLOCK = 256
+"""Rows of the pair matrix counted at once: memory a block × points × decisions, whatever the space's size."""
+
+
+@dataclass(frozen=True)
+class PairCount:
+    """Distinguished pairs of one kind: how many, how many the model orders right, how many it predicts equal."""
+
+    pairs: int = 0
+    right: int = 0
+    tied: int = 0
+
+    def __add__(self, other: PairCount) -> PairCount:
+        return PairCount(self.pairs + other.pairs, self.right + other.right, self.tied + other.tied)
+
+    def to_json(self) -> dict[str, int]:
+        return {"pairs": self.pairs, "right": self.right, "tied": self.tied}
 
 
 @dataclass
@@ -84,6 +109,9 @@ class NestFigures:
     right: int
     decided: int
     decided_right: int
+    tied: int
+    by_decision: dict[str, PairCount]
+    """The distinguished pairs that differ in one decision alone, by that decision (`DECISION_ORDER`)."""
     pick: dict[str, Any] | None
     best: dict[str, Any] | None
     pick_ratio: float | None
@@ -320,16 +348,7 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
              prices: Sequence[Mapping[str, Any]]) -> NestFigures:  # fmt: skip
     predicted = np.array([r["predicted_s"] for r in points], dtype=float)
     measured = np.array([r["median_s"] for r in points], dtype=float)
-    distinguished = right = decided = decided_right = 0
-    for i, j in combinations(range(len(points)), 2):
-        if not _distinguished(points[i], points[j]):
-            continue
-        distinguished += 1
-        ok = (predicted[i] - predicted[j]) * (measured[i] - measured[j]) > 0
-        right += ok
-        if max(predicted[i], predicted[j]) > (1 + u) * min(predicted[i], predicted[j]):
-            decided += 1
-            decided_right += ok
+    pairs = _pairs(points, predicted, measured, u)
     # The first of equals in the space's order, as presk plan keeps it: the order its prices line kept.
     order = {key: i for i, key in enumerate(prices[0]["prices"])} if prices else None
     pick_i = model_pick(points, order)
@@ -343,8 +362,8 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
     return NestFigures(
         machine=key[0], shape_key=key[1], site=sites[0], shape=str(points[0].get("shape", "")), u=u, points=points,
         spearman=spearman(predicted, measured) if len(points) >= 2 else math.nan,
-        distinguished=distinguished, right=right, decided=decided, decided_right=decided_right,
-        pick=points[pick_i], best=points[best_i], pick_ratio=float(measured[pick_i] / best_m),
+        distinguished=pairs.distinguished, right=pairs.right, decided=pairs.decided,
+        decided_right=pairs.decided_right, tied=pairs.tied, by_decision=pairs.by_decision, pick=points[pick_i], best=points[best_i], pick_ratio=float(measured[pick_i] / best_m),
         q_holds=q_holds, only_candidates=bool(candidates.all()),
         slower=int(slower.sum()), slower_behind=int(np.sum(slower & (predicted > predicted[best_i]))),
         priced_points=sum(int(p.get("points", 0)) for p in prices),
@@ -359,6 +378,89 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
         space_pick=_space_pick(prices[0], points) if prices and not prices[0].get("stale") else None,
         sweep_by_prediction=_sweep_by_prediction(prices[0], points) if prices and not prices[0].get("stale") else None,
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    distinguished: int
+    right: int
+    decided: int
+    decided_right: int
+    tied: int
+    by_decision: dict[str, PairCount]
+
+
+def _decisions(points: Sequence[Mapping[str, Any]]) -> tuple[list[str], np.ndarray]:
+    """Every decision some point states, in `DECISION_ORDER`, and each point's value of each as an integer
+    code (a decision a point leaves out is its own value)."""
+    names = {name for r in points for name in r["point"]}
+    ordered = [n for n in DECISION_ORDER if n in names] + sorted(names.difference(DECISION_ORDER))
+    codes = np.zeros((len(points), len(ordered)), dtype=np.int32)
+    for d, name in enumerate(ordered):
+        values: dict[str, int] = {}
+        for i, r in enumerate(points):
+            codes[i, d] = values.setdefault(json.dumps(r["point"].get(name), sort_keys=True), len(values))
+    return ordered, codes
+
+
+def _pairs(points: Sequence[Mapping[str, Any]], predicted: np.ndarray, measured: np.ndarray, u: float) -> _Pairs:
+    """The pair counts of the module docstring, over every pair of points (a block of rows at a time: a full
+    space's million pairs take a second)."""
+    n = len(points)
+    q1 = np.array([r["q1_s"] for r in points], dtype=float)
+    q3 = np.array([r["q3_s"] for r in points], dtype=float)
+    names, codes = _decisions(points)
+    totals = np.zeros(5, dtype=np.int64)  # distinguished, right, decided, decided right, tied
+    per = np.zeros((len(names), 3), dtype=np.int64)  # pairs, right, tied
+    j = np.arange(n)[None, :]
+    for start in range(0, n, _PAIR_BLOCK):
+        i = np.arange(start, min(start + _PAIR_BLOCK, n))[:, None]
+        mi, mj, pi, pj = measured[i], measured[j], predicted[i], predicted[j]
+        apart = (q1[i] > q3[j]) | (q1[j] > q3[i]) | (np.maximum(mi, mj) > DISTINCT * np.minimum(mi, mj))
+        distinguished = apart & (j > i)
+        right = distinguished & ((pi - pj) * (mi - mj) > 0)
+        decided = distinguished & (np.maximum(pi, pj) > (1 + u) * np.minimum(pi, pj))
+        tied = distinguished & (pi == pj)
+        totals += [distinguished.sum(), right.sum(), decided.sum(), (decided & right).sum(), tied.sum()]
+        if not names:
+            continue
+        differ = codes[i[:, 0]][:, None, :] != codes[None, :, :]
+        alone = distinguished & (differ.sum(axis=2) == 1)
+        which = np.where(alone, differ.argmax(axis=2), -1)
+        for d in range(len(names)):
+            mine = which == d
+            per[d] += [mine.sum(), (mine & right).sum(), (mine & tied).sum()]
+    by_decision = {name: PairCount(*map(int, per[d])) for d, name in enumerate(names) if per[d, 0]}
+    distinguished, right, decided, decided_right, tied = (int(t) for t in totals)
+    return _Pairs(distinguished, right, decided, decided_right, tied, by_decision)
+
+
+def by_decision(nests: Sequence[NestFigures]) -> dict[str, PairCount]:
+    """The pairs that differ in one decision alone, summed over `nests`, in `DECISION_ORDER`."""
+    summed: dict[str, PairCount] = {}
+    for f in nests:
+        for name, count in f.by_decision.items():
+            summed[name] = summed.get(name, PairCount()) + count
+    known = [n for n in DECISION_ORDER if n in summed] + sorted(set(summed).difference(DECISION_ORDER))
+    return {name: summed[name] for name in known}
+
+
+def decision_table(judged: Sequence[tuple[str, Sequence[NestFigures]]]) -> list[str]:
+    """A Markdown table, a row per decision and one for every distinguished pair, a column per model: the
+    share of the pairs it orders right, and how many it ties."""
+    counts = [by_decision(nests) for _, nests in judged]
+    names = list(dict.fromkeys(name for c in counts for name in c))
+    every = [PairCount(sum(f.distinguished for f in nests), sum(f.right for f in nests), sum(f.tied for f in nests))
+             for _, nests in judged]  # fmt: skip
+    header = "| decision |" + "".join(f" {label}: right | tied |" for label, _ in judged)
+    lines = [header, "|---" * (1 + 2 * len(judged)) + "|"]
+    for name in [*names, None]:
+        row = f"| {DECISION_NAMES.get(name, name) if name else 'every pair'} |"
+        for c, all_pairs in zip(counts, every):
+            count = all_pairs if name is None else c.get(name)
+            row += " – | – |" if count is None else f" {_share(count.right, count.pairs)} | {_share(count.tied, count.pairs)} |"
+        lines.append(row)
+    return lines
 
 
 def _window(seconds: float) -> float:
@@ -434,7 +536,13 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
                          "are over those, the pick the model's best among them")  # fmt: skip
         rho = "n/a" if math.isnan(f.spearman) else f"{f.spearman:.3f}"
         lines.append(f"  Spearman {rho}; pairs the measurement distinguishes ordered right "
-                     f"{_share(f.right, f.distinguished)}; decided (beyond 1 + u) right {_share(f.decided_right, f.decided)}")  # fmt: skip
+                     f"{_share(f.right, f.distinguished)}, {f.tied} tied; decided (beyond 1 + u) right "
+                     f"{_share(f.decided_right, f.decided)}; within 1 + u right "
+                     f"{_share(f.right - f.decided_right, f.distinguished - f.decided)}")  # fmt: skip
+        if f.by_decision:
+            lines.append("  pairs differing in one decision alone, right: " + ", ".join(
+                f"{DECISION_NAMES.get(name, name)} {_share(c.right, c.pairs)}" + (f" ({c.tied} tied)" if c.tied else "")
+                for name, c in f.by_decision.items()))  # fmt: skip
         assert f.pick is not None and f.best is not None
         lines.append(f"  O: the pick {json.dumps(f.pick['point'])} measured {_time(f.pick['median_s'])}{_how(f.pick)}, "
                      f"{f.pick_ratio:.3g}× the best {json.dumps(f.best['point'])} ({_time(f.best['median_s'])}"
@@ -466,7 +574,11 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
         if f.default is not None:
             lines.append(f"  the default measured {_time(f.default['median_s'])}: "
                          f"{f.default['median_s'] / f.best['median_s']:.3g}× the best")  # fmt: skip
-    if not nests:
+    if nests:
+        lines += ["", f"by decision, over the {len(nests)} nest shape{'s' if len(nests) > 1 else ''} (the distinguished "
+                  "pairs whose points differ in that decision alone):", ""]  # fmt: skip
+        lines += decision_table([("model", nests)])
+    else:
         lines.append("no measured point has a prediction (measure with --profile P.json)")
     return lines
 
@@ -490,7 +602,8 @@ def as_json(nests: Sequence[NestFigures]) -> list[dict[str, Any]]:
             "machine": f.machine, "shape_key": f.shape_key, "site": f.site, "other_sites": f.other_sites,
             "shape": f.shape, "u": f.u, "points": len(f.points), "spearman": number(f.spearman),
             "pairs": {"distinguished": int(f.distinguished), "right": int(f.right), "decided": int(f.decided),
-                      "decided_right": int(f.decided_right)},
+                      "decided_right": int(f.decided_right), "tied": int(f.tied)},
+            "by_decision": {name: c.to_json() for name, c in f.by_decision.items()},
             "pick": {**timed(f.pick), "predicted_s": f.pick["predicted_s"]}, "best": timed(f.best),  # type: ignore[dict-item]
             "o": number(f.pick_ratio),
             "o_own_rounds": f.own_rounds_ratio,
@@ -514,7 +627,8 @@ def pooled(nests: Sequence[NestFigures]) -> dict[str, Any]:
     return {
         "shapes": len(nests), "spearman_median": statistics.median(rhos) if rhos else None,
         "pairs": {name: int(sum(getattr(f, name) for f in nests))  # numpy's counts made ints, for JSON
-                  for name in ("distinguished", "right", "decided", "decided_right")},
+                  for name in ("distinguished", "right", "decided", "decided_right", "tied")},
+        "by_decision": {name: c.to_json() for name, c in by_decision(nests).items()},
         "o_within_1_05": sum(r <= 1.05 for r in ratios), "o_geomean": statistics.geometric_mean(ratios) if ratios else None,
         "o_round_by_round": {"shapes": len(rounds), "within_1_05": sum(r <= 1.05 for r in rounds),
                              "geomean": statistics.geometric_mean(rounds) if rounds else None},
@@ -555,7 +669,9 @@ def side_by_side(judged: Sequence[tuple[str, Sequence[NestFigures]]]) -> list[st
         lines.append(f"| {path} | {p['shapes']} | {rho} | {_share(pairs['right'], pairs['distinguished'])} | "
                      f"{_share(pairs['decided_right'], pairs['decided'])} | {p['o_within_1_05']}/{p['shapes']} | "
                      f"{geomean} | {rounds['within_1_05']}/{rounds['shapes']} | {p['q_holds']}/{p['shapes']} |")  # fmt: skip
-    return lines
+    lines += ["", "by decision, over every shape (the distinguished pairs whose points differ in that decision alone):",
+              ""]  # fmt: skip
+    return lines + decision_table(judged)
 
 
 def plot(nests: Sequence[NestFigures], path: str) -> None:

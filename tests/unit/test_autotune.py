@@ -29,7 +29,7 @@ from presk.ir.context import presk_context
 from presk.ir.parse import parse_module, read_source
 from presk.target import target_machine
 from presk.tuning import autotune as at
-from presk.tuning.rank import figures, priced_under, report
+from presk.tuning.rank import PairCount, by_decision, figures, pooled, priced_under, report
 from presk.tuning.space import point_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -271,7 +271,9 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 0, err
     (shape,) = json.loads(out)
     assert shape["spearman"] == pytest.approx(0.8) and shape["pairs"] == {
-        "distinguished": 5, "right": 4, "decided": 5, "decided_right": 4}
+        "distinguished": 5, "right": 4, "decided": 5, "decided_right": 4, "tied": 0}
+    # Every pair differs in the tile alone: the tile's row is every pair.
+    assert shape["by_decision"] == {"tile": {"pairs": 5, "right": 4, "tied": 0}}
     assert shape["pick"]["point"] == {"tile": [1, 1]} and shape["best"]["point"] == {"tile": [1, 8]}
     assert shape["o"] == pytest.approx(1.25) and shape["q"] is False and shape["halide"] == {"slower": 1, "behind": 1}
     assert shape["n"]["priced_points"] == 40 and shape["n"]["sweep_estimate_seconds"] == pytest.approx(20)
@@ -311,6 +313,45 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "measured 3.9 µs, timed again in 5 rounds, 1× the best" in out
 
 
+def two_decisions(path: Path, shape_key: str = "k") -> Path:
+    """Four points of one nest, two tiles × two orders, u = 0.1 (predicted, measured, in µs):
+    A [1, 8] IJ 1, 2; B [1, 8] JI 2, 1; C [2, 8] IJ 3, 3; D [2, 8] JI 3, 4."""
+    common = {"machine": "m", "site": "f/%0", "shape_key": shape_key, "shape": "[i: 4]", "bits": "ok", "u": 0.1,
+              "profile": None, "seconds": 0.5, "default": False}  # fmt: skip
+    rows = [([1, 8], "IJ", 1e-6, 2e-6), ([1, 8], "JI", 2e-6, 1e-6), ([2, 8], "IJ", 3e-6, 3e-6), ([2, 8], "JI", 3e-6, 4e-6)]
+    path.write_text("".join(json.dumps({**common, "point": {"tile": tile, "order": order}, "predicted_s": pr,
+                                        "median_s": m, "q1_s": m, "q3_s": m}) + "\n"
+                            for tile, order, pr, m in rows))  # fmt: skip
+    return path
+
+
+def test_rank_counts_ties_and_each_decision_s_pairs_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (f,) = figures(at.read_results(two_decisions(tmp_path / "r.jsonl")))
+    # Every pair's measured times differ by more than 3 %: six distinguished pairs. A–B (the order alone):
+    # predicted 1 < 2, measured 2 > 1, wrong. A–C (the tile alone), B–D (the tile), A–D and B–C (both): right.
+    # C–D (the order alone): predicted 3 = 3, a tie, not right.
+    assert (f.distinguished, f.right, f.tied) == (6, 4, 1)
+    assert f.by_decision == {"tile": PairCount(2, 2, 0), "order": PairCount(2, 0, 1)}
+    # Decided (predicted beyond 1.1×): all but the tie; A–B among them, wrong. Within 1 + u: the tie alone.
+    assert (f.decided, f.decided_right) == (5, 4)
+    code, out, err = run_cli(["rank", str(tmp_path / "r.jsonl")], capsys)
+    assert code == 0, err
+    assert "ordered right 4/6 (67%), 1 tied; decided (beyond 1 + u) right 4/5 (80%); within 1 + u right 0/1 (0%)" in out
+    assert "pairs differing in one decision alone, right: tile 2/2 (100%), order 0/2 (0%) (1 tied)" in out
+    table = out[out.index("| decision |"):].splitlines()
+    assert table[2:5] == ["| tile | 2/2 (100%) | 0/2 (0%) |", "| order | 0/2 (0%) | 1/2 (50%) |",
+                          "| every pair | 4/6 (67%) | 1/6 (17%) |"]  # fmt: skip
+    # Over several shapes the table sums their pairs, and so does --json's pooled figure.
+    other = two_decisions(tmp_path / "other.jsonl", "k2")
+    nests = figures([*at.read_results(tmp_path / "r.jsonl"), *at.read_results(other)])
+    assert by_decision(nests) == {"tile": PairCount(4, 4, 0), "order": PairCount(4, 0, 2)}
+    assert pooled(nests)["by_decision"]["order"] == {"pairs": 4, "right": 0, "tied": 2}
+    assert pooled(nests)["pairs"]["tied"] == 2
+    code, out, err = run_cli(["rank", str(tmp_path / "r.jsonl"), str(other), "--json"], capsys)
+    assert code == 0, err
+    assert [shape["by_decision"]["order"] for shape in json.loads(out)] == [{"pairs": 2, "right": 0, "tied": 1}] * 2
+
+
 def test_the_sweep_by_prediction_times_each_point_of_the_space_at_its_predicted_time(tmp_path: Path) -> None:
     """Two points measured (1 ms each, predicted 0.5 ms, a second of wall time each); a space of three, one of
     them predicted at a second: measuring it would take its calls, far above the measured points' mean."""
@@ -325,7 +366,8 @@ def test_the_sweep_by_prediction_times_each_point_of_the_space_at_its_predicted_
     # Scaled by measured / predicted = 2: the two fast points 51 ms each, the slow one 2 s + 3 × 2 s = 8 s.
     assert f.sweep_by_prediction == pytest.approx(3 * 0.949 + 2 * 0.051 + 8.0)
     assert f.sweep_estimate == pytest.approx(3.0)  # the measured points' mean: a second each
-    assert "or 10.9 s with each point's window at its predicted time (109× the static choice)" in report([f])[-1]
+    (n_line,) = [line for line in report([f]) if line.startswith("  N: ")]
+    assert "or 10.9 s with each point's window at its predicted time (109× the static choice)" in n_line
 
 
 def test_rank_gives_o_in_the_picks_own_rounds_where_the_best_was_timed_apart(
@@ -463,7 +505,13 @@ def test_rank_judges_another_profile_on_the_files_measurements(
     rows = [line for line in out.splitlines() if line.startswith("| ")]
     assert rows[1].startswith(f"| {profile} | 0.1 | ") and rows[2].startswith(f"| {slower} | 0.1 | ")
     assert rows[1].split(" | ")[2:] == rows[2].split(" | ")[2:]  # twice as slow orders alike
-    assert "all shapes:" in out and rows[-1].startswith(f"| {slower} | 1 | ")
+    pooled_rows = out[out.index("all shapes:"):out.index("by decision")].splitlines()
+    assert pooled_rows[-2].startswith(f"| {slower} | 1 | ")
+    # The decision table, a pair of columns per profile: alike too.
+    header, _, *decisions = out[out.index("| decision |"):].splitlines()
+    assert header == f"| decision | {profile}: right | tied | {slower}: right | tied |"
+    assert decisions[-1].startswith("| every pair |") and all(
+        row.strip("| ").split(" | ")[1:3] == row.strip("| ").split(" | ")[3:5] for row in decisions)  # fmt: skip
     code, out, err = run_cli(["rank", str(results), "--profile", str(profile), "--profile", str(slower), "--json"],
                              capsys)  # fmt: skip
     assert code == 0, err
