@@ -60,6 +60,7 @@ import numpy as np
 from presk.cost.fit import spearman
 from presk.cost.profile import load_profile
 from presk.diagnostics import PreskError
+from presk.dialects.psk_realize_layout import DECISIONS
 from presk.target import cpu_of_key, target_machine
 from presk.tuning import calibration
 from presk.tuning.autotune import model_pick, with_retimes
@@ -72,11 +73,11 @@ __all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "PairCount", "Repriced", 
 
 DISTINCT = 1.03
 HALIDE_SLOWER = 1.3
-DECISION_ORDER = ("form", "tile", "split", "lanes", "order", "kblock", "jblock", "pack", "passes", "epilogue")
-"""The decisions' order in the tables; a decision not named here follows, by name."""
 DECISION_NAMES = {"kblock": "k-block", "jblock": "J-block"}
 _PAIR_BLOCK = 256
 """Rows of the pair matrix counted at once: memory a block × points × decisions, whatever the space's size."""
+_PAIR_TOTALS = ("distinguished", "right", "decided", "decided_right", "tied")
+"""`_pairs`' counts, in the order it sums them."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class NestFigures:
     decided_right: int
     tied: int
     by_decision: dict[str, PairCount]
-    """The distinguished pairs that differ in one decision alone, by that decision (`DECISION_ORDER`)."""
+    """The distinguished pairs that differ in one decision alone, by that decision (`DECISIONS`)."""
     pick: dict[str, Any] | None
     best: dict[str, Any] | None
     pick_ratio: float | None
@@ -348,7 +349,6 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
              prices: Sequence[Mapping[str, Any]]) -> NestFigures:  # fmt: skip
     predicted = np.array([r["predicted_s"] for r in points], dtype=float)
     measured = np.array([r["median_s"] for r in points], dtype=float)
-    pairs = _pairs(points, predicted, measured, u)
     # The first of equals in the space's order, as presk plan keeps it: the order its prices line kept.
     order = {key: i for i, key in enumerate(prices[0]["prices"])} if prices else None
     pick_i = model_pick(points, order)
@@ -362,8 +362,7 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
     return NestFigures(
         machine=key[0], shape_key=key[1], site=sites[0], shape=str(points[0].get("shape", "")), u=u, points=points,
         spearman=spearman(predicted, measured) if len(points) >= 2 else math.nan,
-        distinguished=pairs.distinguished, right=pairs.right, decided=pairs.decided,
-        decided_right=pairs.decided_right, tied=pairs.tied, by_decision=pairs.by_decision, pick=points[pick_i], best=points[best_i], pick_ratio=float(measured[pick_i] / best_m),
+        **_pairs(points, predicted, measured, u), pick=points[pick_i], best=points[best_i], pick_ratio=float(measured[pick_i] / best_m),
         q_holds=q_holds, only_candidates=bool(candidates.all()),
         slower=int(slower.sum()), slower_behind=int(np.sum(slower & (predicted > predicted[best_i]))),
         priced_points=sum(int(p.get("points", 0)) for p in prices),
@@ -380,21 +379,11 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
     )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class _Pairs:
-    distinguished: int
-    right: int
-    decided: int
-    decided_right: int
-    tied: int
-    by_decision: dict[str, PairCount]
-
-
 def _decisions(points: Sequence[Mapping[str, Any]]) -> tuple[list[str], np.ndarray]:
-    """Every decision some point states, in `DECISION_ORDER`, and each point's value of each as an integer
+    """Every decision some point states, in `DECISIONS`, and each point's value of each as an integer
     code (a decision a point leaves out is its own value)."""
     names = {name for r in points for name in r["point"]}
-    ordered = [n for n in DECISION_ORDER if n in names] + sorted(names.difference(DECISION_ORDER))
+    ordered = [n for n in DECISIONS if n in names] + sorted(names.difference(DECISIONS))
     codes = np.zeros((len(points), len(ordered)), dtype=np.int32)
     for d, name in enumerate(ordered):
         values: dict[str, int] = {}
@@ -403,14 +392,14 @@ def _decisions(points: Sequence[Mapping[str, Any]]) -> tuple[list[str], np.ndarr
     return ordered, codes
 
 
-def _pairs(points: Sequence[Mapping[str, Any]], predicted: np.ndarray, measured: np.ndarray, u: float) -> _Pairs:
+def _pairs(points: Sequence[Mapping[str, Any]], predicted: np.ndarray, measured: np.ndarray, u: float) -> dict[str, Any]:
     """The pair counts of the module docstring, over every pair of points (a block of rows at a time: a full
-    space's million pairs take a second)."""
+    space's million pairs take a second), as `NestFigures`' fields of the same names."""
     n = len(points)
     q1 = np.array([r["q1_s"] for r in points], dtype=float)
     q3 = np.array([r["q3_s"] for r in points], dtype=float)
     names, codes = _decisions(points)
-    totals = np.zeros(5, dtype=np.int64)  # distinguished, right, decided, decided right, tied
+    totals = np.zeros(len(_PAIR_TOTALS), dtype=np.int64)
     per = np.zeros((len(names), 3), dtype=np.int64)  # pairs, right, tied
     j = np.arange(n)[None, :]
     for start in range(0, n, _PAIR_BLOCK):
@@ -431,17 +420,16 @@ def _pairs(points: Sequence[Mapping[str, Any]], predicted: np.ndarray, measured:
             mine = which == d
             per[d] += [mine.sum(), (mine & right).sum(), (mine & tied).sum()]
     by_decision = {name: PairCount(*map(int, per[d])) for d, name in enumerate(names) if per[d, 0]}
-    distinguished, right, decided, decided_right, tied = (int(t) for t in totals)
-    return _Pairs(distinguished, right, decided, decided_right, tied, by_decision)
+    return {**{name: int(t) for name, t in zip(_PAIR_TOTALS, totals)}, "by_decision": by_decision}
 
 
 def by_decision(nests: Sequence[NestFigures]) -> dict[str, PairCount]:
-    """The pairs that differ in one decision alone, summed over `nests`, in `DECISION_ORDER`."""
+    """The pairs that differ in one decision alone, summed over `nests`, in `DECISIONS`."""
     summed: dict[str, PairCount] = {}
     for f in nests:
         for name, count in f.by_decision.items():
             summed[name] = summed.get(name, PairCount()) + count
-    known = [n for n in DECISION_ORDER if n in summed] + sorted(set(summed).difference(DECISION_ORDER))
+    known = [n for n in DECISIONS if n in summed] + sorted(set(summed).difference(DECISIONS))
     return {name: summed[name] for name in known}
 
 
