@@ -311,11 +311,6 @@ def priced_under(files: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], profi
     return Repriced(mine, u, len(todo), time.perf_counter() - start, refused, sorted(other), space_points)
 
 
-def _distinguished(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    apart = a["q1_s"] > b["q3_s"] or b["q1_s"] > a["q3_s"]
-    return apart or max(a["median_s"], b["median_s"]) > DISTINCT * min(a["median_s"], b["median_s"])
-
-
 def figures(records: Iterable[Mapping[str, Any]], u: float | None = None) -> list[NestFigures]:
     """The figures of every nest shape of the file that has predictions, in the file's order; a point timed
     again with the shape's other finalists (`presk.tuning.autotune.with_retimes`) counts with those times."""
@@ -362,7 +357,8 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
     return NestFigures(
         machine=key[0], shape_key=key[1], site=sites[0], shape=str(points[0].get("shape", "")), u=u, points=points,
         spearman=spearman(predicted, measured) if len(points) >= 2 else math.nan,
-        **_pairs(points, predicted, measured, u), pick=points[pick_i], best=points[best_i], pick_ratio=float(measured[pick_i] / best_m),
+        **_pairs(points, predicted, measured, u),
+        pick=points[pick_i], best=points[best_i], pick_ratio=float(measured[pick_i] / best_m),
         q_holds=q_holds, only_candidates=bool(candidates.all()),
         slower=int(slower.sum()), slower_behind=int(np.sum(slower & (predicted > predicted[best_i]))),
         priced_points=sum(int(p.get("points", 0)) for p in prices),
@@ -382,8 +378,7 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
 def _decisions(points: Sequence[Mapping[str, Any]]) -> tuple[list[str], np.ndarray]:
     """Every decision some point states, in `DECISIONS`, and each point's value of each as an integer
     code (a decision a point leaves out is its own value)."""
-    names = {name for r in points for name in r["point"]}
-    ordered = [n for n in DECISIONS if n in names] + sorted(names.difference(DECISIONS))
+    ordered = _in_decision_order({name for r in points for name in r["point"]})
     codes = np.zeros((len(points), len(ordered)), dtype=np.int32)
     for d, name in enumerate(ordered):
         values: dict[str, int] = {}
@@ -429,8 +424,12 @@ def by_decision(nests: Sequence[NestFigures]) -> dict[str, PairCount]:
     for f in nests:
         for name, count in f.by_decision.items():
             summed[name] = summed.get(name, PairCount()) + count
-    known = [n for n in DECISIONS if n in summed] + sorted(set(summed).difference(DECISIONS))
-    return {name: summed[name] for name in known}
+    return {name: summed[name] for name in _in_decision_order(set(summed))}
+
+
+def _in_decision_order(names: set[str]) -> list[str]:
+    """`names` in the layout dialect's order of its decisions (`DECISIONS`); a name it does not know follows."""
+    return [n for n in DECISIONS if n in names] + sorted(names.difference(DECISIONS))
 
 
 def decision_table(judged: Sequence[tuple[str, Sequence[NestFigures]]]) -> list[str]:
@@ -615,7 +614,7 @@ def pooled(nests: Sequence[NestFigures]) -> dict[str, Any]:
     return {
         "shapes": len(nests), "spearman_median": statistics.median(rhos) if rhos else None,
         "pairs": {name: int(sum(getattr(f, name) for f in nests))  # numpy's counts made ints, for JSON
-                  for name in ("distinguished", "right", "decided", "decided_right", "tied")},
+                  for name in _PAIR_TOTALS},
         "by_decision": {name: c.to_json() for name, c in by_decision(nests).items()},
         "o_within_1_05": sum(r <= 1.05 for r in ratios), "o_geomean": statistics.geometric_mean(ratios) if ratios else None,
         "o_round_by_round": {"shapes": len(rounds), "within_1_05": sum(r <= 1.05 for r in rounds),
