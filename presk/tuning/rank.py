@@ -353,6 +353,7 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
     candidates = predicted <= predicted[pick_i] * (1 + u)
     q_holds = bool(np.any(measured[candidates] <= DISTINCT * best_m))
     slower = measured > HALIDE_SLOWER * best_m
+    judged = prices[0] if prices and not prices[0].get("stale") else None  # a prices line of the predictions judged
     sites = list(dict.fromkeys(r["site"] for r in points))
     return NestFigures(
         machine=key[0], shape_key=key[1], site=sites[0], shape=str(points[0].get("shape", "")), u=u, points=points,
@@ -370,8 +371,8 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
         retimed_seconds=sum(float(r.get("retime_s", 0.0)) for r in points),
         default=default, other_sites=sites[1:],
         space_points=sum(1 for v in prices[0]["prices"].values() if v is not None) if prices else 0,
-        space_pick=_space_pick(prices[0], points) if prices and not prices[0].get("stale") else None,
-        sweep_by_prediction=_sweep_by_prediction(prices[0], points) if prices and not prices[0].get("stale") else None,
+        space_pick=_space_pick(judged, points) if judged else None,
+        sweep_by_prediction=_sweep_by_prediction(judged, points) if judged else None,
     )  # fmt: skip
 
 
@@ -432,17 +433,22 @@ def _in_decision_order(names: set[str]) -> list[str]:
     return [n for n in DECISIONS if n in names] + sorted(names.difference(DECISIONS))
 
 
+def _label(decision: str) -> str:
+    """A decision's name as the tables print it (`kblock`: "k-block")."""
+    return DECISION_NAMES.get(decision, decision)
+
+
 def decision_table(judged: Sequence[tuple[str, Sequence[NestFigures]]]) -> list[str]:
     """A Markdown table, a row per decision and one for every distinguished pair, a column per model: the
     share of the pairs it orders right, and how many it ties."""
     counts = [by_decision(nests) for _, nests in judged]
-    names = list(dict.fromkeys(name for c in counts for name in c))
+    names = _in_decision_order({name for c in counts for name in c})
     every = [PairCount(sum(f.distinguished for f in nests), sum(f.right for f in nests), sum(f.tied for f in nests))
              for _, nests in judged]  # fmt: skip
     header = "| decision |" + "".join(f" {label}: right | tied |" for label, _ in judged)
     lines = [header, "|---" * (1 + 2 * len(judged)) + "|"]
     for name in [*names, None]:
-        row = f"| {DECISION_NAMES.get(name, name) if name else 'every pair'} |"
+        row = f"| {_label(name) if name else 'every pair'} |"
         for c, all_pairs in zip(counts, every):
             count = all_pairs if name is None else c.get(name)
             row += " – | – |" if count is None else f" {_share(count.right, count.pairs)} | {_share(count.tied, count.pairs)} |"
@@ -528,7 +534,7 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
                      f"{_share(f.right - f.decided_right, f.distinguished - f.decided)}")  # fmt: skip
         if f.by_decision:
             lines.append("  pairs differing in one decision alone, right: " + ", ".join(
-                f"{DECISION_NAMES.get(name, name)} {_share(c.right, c.pairs)}" + (f" ({c.tied} tied)" if c.tied else "")
+                f"{_label(name)} {_share(c.right, c.pairs)}" + (f" ({c.tied} tied)" if c.tied else "")
                 for name, c in f.by_decision.items()))  # fmt: skip
         assert f.pick is not None and f.best is not None
         lines.append(f"  O: the pick {json.dumps(f.pick['point'])} measured {_time(f.pick['median_s'])}{_how(f.pick)}, "
