@@ -69,15 +69,17 @@ stated on it: every pair of values of two factors that some accepted point
 combines is run, the factors being the form, the tile's m_i and n_j, the
 k-block, the order, the lanes, the pack, the epilogue, the split's depth
 and its workers (a decision left to its default is its own value); and
-every (tile, k-block, order) accepted on the nest, where shifted last tiles
-meet k-blocks cut short. So every value of every decision runs
-(`test_every_value_runs_somewhere`, in f32), on every nest where it is
-accepted, with every value of every other decision it is accepted with
-there; `test_the_run_points_hold_every_feature_of_the_accepted_points`
+every (what the tile leaves of I, of J, k-block, order) accepted on the
+nest, where shifted last tiles meet k-blocks cut short: the edge code is
+the same for every tile leaving the same remainders, and each tile's rows
+and columns meet every k-block and order among the pairs. So every value
+of every decision runs (`test_every_value_runs_somewhere`, in f32), on
+every nest where it is accepted, with every value of every other decision
+it is accepted with there; `test_the_run_points_hold_every_feature_of_the_accepted_points`
 checks the cover. What is traded: the combinations of three or more values
-beyond (tile, k-block, order) are not all run (on this AVX-512 machine 560
-points run of the 4 160 accepted, where all 4 160 ran before; among the
-560, splits stated on tiles other than [1, 1], which none were before).
+beyond (remainders, k-block, order) are not all run (on the AMD EPYC Zen 3,
+p = 2, 576 points run of the 6 894 accepted; the covering set of every
+(tile, k-block, order) ran 840).
 `PRESK_LAYOUT_POINTS=full` runs every accepted point of the enumeration
 too, at the CI shapes (`large` at the larger shapes); every mode checks
 every point of the enumeration.
@@ -454,12 +456,17 @@ def factors(point: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def features(point: dict[str, Any]) -> set[str]:
-    """What running `point` covers: each pair of its factors' values, and its (tile, k-block, order),
-    the triple that decides where a shifted last tile meets a k-block cut short."""
+def features(nest: Nest, point: dict[str, Any]) -> set[str]:
+    """What running `point` on `nest` covers: each pair of its factors' values, and its edges: what
+    the tile leaves of I and of J (0 where it divides the axis) with its k-block and order, which
+    decide where a shifted last tile meets a k-block cut short. The tile's own values meet the
+    k-block and the order in the pairs; the edge code is the same for every tile leaving the same
+    remainders."""
     f = factors(point)
     pairs = {f"{a}={f[a]}, {b}={f[b]}" for a, b in combinations(f, 2)}
-    return pairs | {f"tile=[{f['m_i']}, {f['n_j']}], kblock={f['kblock']}, order={f['order']}"}
+    tile = point.get("tile")
+    left = f"{nest.i % tile[0]}, {nest.j % tile[1]}" if tile else "-"
+    return pairs | {f"left of I, J=[{left}], kblock={f['kblock']}, order={f['order']}"}
 
 
 def accepted_points(nest: Nest, oracle: Oracle, machine: Machine) -> list[dict[str, Any]]:
@@ -482,19 +489,19 @@ def candidates(nest: Nest, oracle: Oracle, machine: Machine) -> list[dict[str, A
     return accepted + with_split
 
 
-def covering(pool: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A subset of `pool` holding every feature (`features`) that some point of `pool` holds.
+def covering(nest: Nest, pool: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A subset of `pool` holding every feature (`features`) that some point of `pool` holds on `nest`.
 
     Greedy, deterministic: the next point is the first of those that add the most features not yet
     held. Every pair of values of two factors that some accepted point combines is run, so every
-    value of every decision, every tile with every k-block and order, every lanes value with every
-    tile width and pack, every split with every order, and so on.
+    value of every decision, every tile's rows and columns with every k-block and order, every lanes
+    value with every tile width and pack, every split with every order, and so on.
     """
     index: dict[str, int] = {}
     masks = []
     for point in pool:
         mask = 0
-        for feature in sorted(features(point)):
+        for feature in sorted(features(nest, point)):
             mask |= 1 << index.setdefault(feature, len(index))
         masks.append(mask)
     left, chosen = (1 << len(index)) - 1, []
@@ -511,7 +518,7 @@ def run_points(nest: Nest, storage: str) -> tuple[dict[str, Any], ...]:
     `PRESK_LAYOUT_POINTS=full` or `large` every accepted point of the enumeration too."""
     machine = target_machine()
     oracle = Oracle(nest, storage, machine)
-    chosen = covering(candidates(nest, oracle, machine))
+    chosen = covering(nest, candidates(nest, oracle, machine))
     if EVERY_POINT_RUNS:
         enumerated = accepted_points(nest, oracle, machine)
         chosen = enumerated + [point for point in chosen if point not in enumerated]
@@ -696,13 +703,13 @@ def test_the_run_points_give_the_defaults_bits(nest: Nest, storage: str, native:
 @pytest.mark.parametrize("storage", TYPES)
 @pytest.mark.parametrize("nest", NESTS, ids=[n.name for n in NESTS])
 def test_the_run_points_hold_every_feature_of_the_accepted_points(nest: Nest, storage: str) -> None:
-    """What the covering set promises: every pair of factor values, and every (tile, k-block, order),
-    that some accepted point holds is held by a point that runs."""
+    """What the covering set promises: every pair of factor values, and every (remainders of I and J
+    by the tile, k-block, order), that some accepted point holds is held by a point that runs."""
     machine = target_machine()
     pool = candidates(nest, Oracle(nest, storage, machine), machine)
     run = run_points(nest, storage)
-    held = set().union(*map(features, run))
-    assert set().union(*map(features, pool)) <= held
+    held = set().union(*(features(nest, point) for point in run))
+    assert set().union(*(features(nest, point) for point in pool)) <= held
     assert all(point in pool for point in run)
     if EVERY_POINT_RUNS:
         assert all(point in run for point in accepted_points(nest, Oracle(nest, storage, machine), machine))
