@@ -188,8 +188,9 @@ def load_program(
     `extend` adds to the parsed module before the passes run (`presk train`
     adds the function of its step there, so the user's pipeline sees it too);
     `remat` is the mode of the `psk-autodiff` run here (`presk train --remat`).
-    `opt` (`--opt`) then rewrites every function by equality saturation
-    (`psk-egraph-opt` at its default limits), gradients included, its
+    `opt` (`--opt`) then rewrites every function `entries` reach (every
+    function when None) by equality saturation (`psk-egraph-opt` at its
+    default limits), gradients included, its
     extraction priced by operation counts, or with `OptPricing`
     (`--opt-profile`) by the profile's roofline at these sizes, fusion-aware; it
     writes the report's summary line on stderr (with `opt_report`, a line
@@ -231,7 +232,11 @@ def load_program(
         from presk.passes.egraph_prices import profile_prices
 
         prices = profile_prices(opt.profile, opt.realize, env) if isinstance(opt, OptPricing) else None
-        reports = optimize_module(parsed.module, prices=prices)
+        # What the entries reach after differentiation (their derivatives' functions included), only:
+        # the others never run, and saturating them took most of `presk run --opt`'s time on the
+        # GPT's `loss_grad` (its optimiser step the largest e-graph of the file).
+        only = None if entries is None else reachable_functions(module, entries)
+        reports = optimize_module(parsed.module, prices=prices, only=only)
         lines = format_reports(reports).splitlines()
         sys.stderr.write("".join(line + "\n" for line in (lines if opt_report else lines[-1:])))
     return Program(parsed, env, reports, gradients)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -190,9 +191,12 @@ def optimize_module(
     families: tuple[str, ...] | None = None,
     extraction: str = "dag",
     prices: Prices | None = None,
+    only: Collection[str] | None = None,
 ) -> list[FunctionReport]:
-    """Every function with a body, in module order; the reports in the same order."""
-    functions = [op for op in module.body.block.ops if isinstance(op, func.FuncOp) and not op.is_declaration]
+    """Every function with a body (those named in `only`, when given), in module order; the reports
+    in the same order."""
+    functions = [op for op in module.body.block.ops if isinstance(op, func.FuncOp) and not op.is_declaration
+                 and (only is None or op.sym_name.data in only)]  # fmt: skip
     return [optimize_function(fn, limits, families, extraction, prices) for fn in functions]
 
 

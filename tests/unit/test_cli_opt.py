@@ -52,6 +52,41 @@ def test_dump_core_opt_prints_the_rewritten_program_and_every_functions_report()
     assert again == rewritten
 
 
+TWO_USED_ONE_NOT = """
+!X = !psk_core.tensor<[n: 4]>
+func.func @used(%a: !X) -> !X {
+  %0 = psk_core.neg %a : !X
+  %1 = psk_core.neg %0 : !X
+  func.return %1 : !X
+}
+func.func @unused(%a: !X) -> !X {
+  %0 = psk_core.neg %a : !X
+  %1 = psk_core.neg %0 : !X
+  func.return %1 : !X
+}
+func.func @main(%a: !X) -> !X {
+  %0 = func.call @used(%a) : (!X) -> !X
+  %1 = psk_core.neg %0 : !X
+  %2 = psk_core.neg %1 : !X
+  func.return %2 : !X
+}
+"""
+
+
+def test_run_rewrites_the_functions_its_entry_reaches_only(tmp_path: Path) -> None:
+    """`presk run --opt` saturates what the entry calls, not the rest of the file, which never runs;
+    `presk dump --stage core-opt` rewrites the whole file."""
+    path = tmp_path / "three.mlir"
+    path.write_text(TWO_USED_ONE_NOT)
+    status, out, err = run("run", str(path), "--entry", "main", "--opt", "--print-values")
+    assert status == 0, err
+    assert "psk-egraph-opt: 2 of 2 functions changed, lets 5 -> 1" in err, err
+    status, plain, _ = run("run", str(path), "--entry", "main", "--print-values")
+    assert status == 0 and plain == out  # neg neg is the identity, exactly
+    status, _, err = run("dump", str(path), "--stage", "core-opt")
+    assert status == 0 and "@unused: saturated" in err and "psk-egraph-opt: 3 of 3 functions changed" in err, err
+
+
 @pytest.mark.parametrize(("seq", "divided"), [("16", ": !Q"), ("4", ": !S")])
 def test_opt_profile_prices_the_extraction_at_the_bound_sizes(seq: str, divided: str) -> None:
     """`--opt-profile`: the profile's roofline at the sizes the command binds chooses where 1/√hd goes (hd = 8):
