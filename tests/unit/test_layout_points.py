@@ -70,8 +70,8 @@ combines is run, the factors being the form, the tile's m_i and n_j, the
 k-block, the order, the lanes, the pack, the epilogue, the split's depth
 and its workers (a decision left to its default is its own value); and
 every (what the tile leaves of I, of J, k-block, order) accepted on the
-nest, where shifted last tiles meet k-blocks cut short: the edge code is
-the same for every tile leaving the same remainders, and each tile's rows
+nest, where shifted last tiles meet k-blocks cut short: every tile leaving
+the same remainders meets the same edge cases, and each tile's rows
 and columns meet every k-block and order among the pairs. So every value
 of every decision runs (`test_every_value_runs_somewhere`, in f32), on
 every nest where it is accepted, with every value of every other decision
@@ -460,8 +460,8 @@ def features(nest: Nest, point: dict[str, Any]) -> set[str]:
     """What running `point` on `nest` covers: each pair of its factors' values, and its edges: what
     the tile leaves of I and of J (0 where it divides the axis) with its k-block and order, which
     decide where a shifted last tile meets a k-block cut short. The tile's own values meet the
-    k-block and the order in the pairs; the edge code is the same for every tile leaving the same
-    remainders."""
+    k-block and the order in the pairs; every tile leaving the same remainders meets the same edge
+    cases (a shifted or clamped last tile, none)."""
     f = factors(point)
     pairs = {f"{a}={f[a]}, {b}={f[b]}" for a, b in combinations(f, 2)}
     tile = point.get("tile")
