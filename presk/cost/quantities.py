@@ -137,9 +137,14 @@ The choices the specification leaves open, as made here:
   backend vectorises its innermost loops (`backend_lanes` and SLP's tile
   rows, when the description states the register's width: a profile
   written before `vector_bits` was recorded sees only the vectors written;
-  1: scalar). So an elementwise chain or a one-lane tile is priced with the
-  vector groups it runs like, and the lane-1 groups hold only code that
-  stays scalar (the [1, 1] tile, a one-column tile). The element
+  1: scalar). A short chain of FMAs, which the translator unrolls whole
+  (a contraction's k terms at its default layout, `is_short_fma_chain`),
+  is no loop to the backend: the parallel loop around it is the innermost
+  one, vectorised on the same conditions (`unrolled_chain_lanes`), its
+  chains' loads and FMAs then one per vector. So an elementwise chain, a
+  one-lane tile or a small default contraction is priced with the vector
+  groups it runs like, and the lane-1 groups hold only code that stays
+  scalar (a [1, 1] tile over a long k, a one-column tile). The element
   type of the first buffer the kernel stores to (its output), as `f64`,
   `f32` or `bf16` (an integer output, a mask or an index range, gives its
   type's name, `i64`).
@@ -173,6 +178,7 @@ from presk.cost.terms import RULES, KernelTerms, MachineDesc
 from presk.dialects.psk_kernel import PARALLEL, KernelOp
 from presk.lowering import mathlib
 from presk.lowering.llvm.math_calls import MATH
+from presk.lowering.llvm.loops import is_short_fma_chain
 from presk.lowering.llvm.maximum_loops import running_maximum
 from presk.lowering.llvm.running_sums import ordered_sums
 from presk.passes.vectorize import tile_rows
@@ -416,6 +422,12 @@ class _Walk:
             if not _is_float(arg.type):
                 self.indices[arg] = Opaque(frozenset({inner.id}), id(arg))
         self._block(op.body.block, inner)
+        if inner.children and full is not None and self.vector_bits:
+            lanes = unrolled_chain_lanes(op, inner, self.vector_bits)
+            if lanes > 1:
+                for loop in _subtree(inner):
+                    loop.vector_lanes = lanes
+                self.lanes = max(self.lanes, lanes)
         if not inner.children and full is not None:
             if self.vector_bits:
                 inner.vector_lanes = backend_lanes(op, inner, self.vector_bits)
@@ -612,17 +624,66 @@ def backend_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:
         return maximum.lanes
     if PARALLEL not in op.attributes or op.iter_args or not (loop.accesses or loop.scratch):
         return 1
-    for access in (*loop.accesses, *loop.scratch):
+    if not _vectorise_along((*loop.accesses, *loop.scratch), loop.id):
+        return 1
+    return _register_lanes(body, vector_bits)
+
+
+def _vectorise_along(accesses: Iterable[Access], loop_id: int) -> bool:
+    """Whether every access is contiguous along loop `loop_id`'s counter (the counter only in the last
+    index, with coefficient 1) or does not move with it: what LLVM's loop vectoriser needs of a loop."""
+    for access in accesses:
         if not access.indices:  # a scalar buffer: the same element in every lane
             continue
         *outer, last = access.indices
-        if any(loop.id in index.loops() for index in outer):
-            return 1
-        if type(last) is Opaque and loop.id in last.deps:
-            return 1
-        if type(last) is Affine and dict(last.coefs).get(loop.id, 0) not in (0, 1):
-            return 1
-    # The widest element the body loads, stores or computes (bf16 loads are widened to f32 to compute).
+        if any(loop_id in index.loops() for index in outer):
+            return False
+        if type(last) is Opaque and loop_id in last.deps:
+            return False
+        if type(last) is Affine and dict(last.coefs).get(loop_id, 0) not in (0, 1):
+            return False
+    return True
+
+
+def _subtree(loop: _Loop) -> list[_Loop]:
+    """`loop` and every loop inside it."""
+    return [loop, *(inner for child in loop.children for inner in _subtree(child))]
+
+
+def unrolled_chain_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:
+    """The lanes at which the native backend runs a parallel loop whose inner loops are short chains of FMAs.
+
+    The translator unrolls each such chain whole (`is_short_fma_chain`: a
+    contraction's k terms at its default layout), so the parallel loop
+    around them is the innermost loop LLVM sees, and its loop vectoriser
+    runs it as `backend_lanes` says of any innermost loop: at the
+    register's width for the widest element when every access in it, the
+    chains' included, is contiguous along its counter or does not move with
+    it, each lane its own element's chain in the same order. The chains'
+    loads are then one per vector (a broadcast or a vector load) and their
+    FMAs a vector chain each. A loop whose trip count is below that width,
+    or an access that moves with the counter otherwise (the scores'
+    operand read along its rows, which LLVM gathers by shuffles), keeps its
+    scalar price: 1.
+    """
+    body = list(_ops_in(op.body.block))
+    written_vectors = any(_lanes(r.type) > 1 for inner in body for r in inner.results)
+    if PARALLEL not in op.attributes or op.iter_args or written_vectors:
+        return 1
+    if not all(child.op is not None and is_short_fma_chain(child.op) for child in loop.children):
+        return 1
+    loops = _subtree(loop)
+    if any(inner.scratch for inner in loops):
+        return 1
+    if not _vectorise_along([access for inner in loops for access in inner.accesses], loop.id):
+        return 1
+    lanes = _register_lanes(body, vector_bits)
+    return lanes if loop.full_trip >= lanes else 1
+
+
+def _register_lanes(body: list[Operation], vector_bits: int) -> int:
+    """The lanes of a register for the widest element `body` loads, stores or computes (bf16 loads are
+    widened to f32 to compute)."""
     sizes = [_element_bytes(r.type) for inner in body for r in inner.results if _is_float(r.type)]
     sizes += [_element_bytes(inner.operands[0].type) for inner in body if inner.name in _STORES]
     return max(1, vector_bits // (8 * max(sizes, default=8)))

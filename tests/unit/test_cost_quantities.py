@@ -126,9 +126,10 @@ def test_a_strided_loop_and_a_running_sum_stay_scalar() -> None:
         "%a: memref<3x5xf64>", "%a: memref<5x3xf64>")
     terms = kernel_terms(kernel(strided.replace("$ATTR", "{psk_kernel.parallel}")), with_vectors(desc(), 512))
     assert (terms.lanes, terms.loads) == (1, 45)
-    # A register tile in one lane: its k loop carries the running sums in order; nothing vectorises it.
-    tile = kernel_terms(gemm(8, "f64", SCALAR_GEMM), with_vectors(desc(), 512))
-    assert (tile.lanes, tile.loads) == (1, 2 * 8**3 + 8**2)
+    # A register tile in one lane: its k loop carries the running sum in order; nothing vectorises it, and at
+    # N = 256 it is too long to unroll (768 ops), so the j loop around it is no innermost loop to vectorise.
+    tile = kernel_terms(gemm(256, "f64", SCALAR_GEMM), with_vectors(desc(), 512))
+    assert (tile.lanes, tile.loads) == (1, 2 * 256**3 + 256**2)
 
 
 def test_a_profile_without_the_register_width_sees_only_written_vectors() -> None:
@@ -176,9 +177,10 @@ def test_written_vectors_are_a_chain_each() -> None:
     # [4, 2L]: 8 vectors, as many chains as the units need: no stall.
     wide = kernel_terms(gemm(64, "f32", {"tile": [4, 2 * lanes], "lanes": lanes}), with_chains(desc(), bits))
     assert wide.stall == 0
-    # The scalar [1, 1] tile is one scalar chain whatever the width: 7 W.
+    # The [1, 1] tile is one chain an execution whatever the width: 7 W. (At N = 64 the translator unrolls its
+    # k loop whole and LLVM runs the j loop around it in vectors, each lane its own element's chain.)
     scalar = kernel_terms(gemm(64, "f64", SCALAR_GEMM), with_chains(desc(), bits))
-    assert (scalar.lanes, scalar.stall) == (1, 7 * w)
+    assert (scalar.lanes, scalar.stall) == (bits // 64, 7 * w)
 
 
 def test_a_short_k_loop_overlaps_the_next_tiles_chains() -> None:
@@ -186,6 +188,66 @@ def test_a_short_k_loop_overlaps_the_next_tiles_chains() -> None:
     # 256 / 40 = 6.4 of them, so 6.4 chains run at once: a stall of W · (8 / 6.4 - 1) = W / 4.
     terms = kernel_terms(gemm(8, "f32", {"tile": [1, 8], "lanes": 1}), with_chains(desc(), 512))
     assert (terms.work, terms.stall) == (1024, 256)
+
+
+DEFAULT_EIN = """
+psk_kernel.kernel @ein(%a: memref<4x$Kxf32>, %b: memref<$BSxf32>, %o: memref<4x$Jxf32>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %ck = arith.constant $K : index
+  %cj = arith.constant $J : index
+  scf.for %i = %c0 to %c4 step %c1 {
+    scf.for %j = %c0 to %cj step %c1 {
+      %z = arith.constant 0.0 : f32
+      %s = scf.for %k = %c0 to %ck step %c1 iter_args(%acc = %z) -> (f32) {
+        %x = memref.load %a[%i, %k] : memref<4x$Kxf32>
+        %y = memref.load %b[$B] : memref<$BSxf32>
+        %f = math.fma %x, %y, %acc : f32
+        scf.yield %f : f32
+      }
+      memref.store %s, %o[%i, %j] : memref<4x$Jxf32>
+    } {psk_kernel.parallel}
+  } {psk_kernel.parallel}
+}
+"""
+
+
+def default_ein(j: int, k: int = 8, along_rows: bool = False) -> KernelOp:
+    """A contraction at its default layout (a small attention's values): out[i, j] = Σ_k a[i, k] · b[k, j], a
+    chain of k fmas an element, which the translator unrolls whole when short (`is_short_fma_chain`);
+    `along_rows`: b stored transposed and read b[j, k] (the scores' operand)."""
+    shape, index = (f"{j}x{k}", "%j, %k") if along_rows else (f"{k}x{j}", "%k, %j")
+    text = DEFAULT_EIN.replace("$BS", shape).replace("$B", index).replace("$J", str(j)).replace("$K", str(k))
+    return kernel(text)
+
+
+@pytest.mark.parametrize("bits", [256, 512])
+def test_the_loop_around_a_short_chain_runs_in_vectors(bits: int) -> None:
+    lanes = bits // 32
+    j = 2 * lanes
+    terms = kernel_terms(default_ein(j), with_chains(desc(), bits))
+    # Unrolled, the k loop leaves j innermost: a[i, k] does not move with j (a broadcast), b[k, j] and
+    # o[i, j] are contiguous along it, so LLVM runs j in vectors of `lanes` f32, each lane its own chain.
+    # W: 4 · j · 8 fmas of 2. N_ld: per element 8 · 2 loads and a store, once per `lanes` elements.
+    w = 4 * j * 8 * 2
+    assert (terms.lanes, terms.work, terms.loads) == (lanes, w, 4 * j * (8 * 2 + 1) / lanes)
+    # One chain an execution of 8 · (1 fma + 2 loads + 2) = 40 operations: the window (256) overlaps 6.4 of
+    # them, against 8 chains needed: W · (8 / 6.4 - 1) = W / 4, as before the unrolling.
+    assert terms.stall == w / 4
+    # b read along its rows moves with j in its first index: LLVM gathers it by shuffles, which the model
+    # does not price, so the loop keeps its scalar price: one lane, every load.
+    rows = kernel_terms(default_ein(j, along_rows=True), with_chains(desc(), bits))
+    assert (rows.lanes, rows.loads) == (1, 4 * j * (8 * 2 + 1))
+    # A loop shorter than the register, or a profile without the register's width: not vectorised.
+    assert kernel_terms(default_ein(lanes // 2), with_chains(desc(), bits)).lanes == 1
+    assert kernel_terms(default_ein(j), with_chains(desc(), 0)).lanes == 1
+
+
+def test_a_chain_too_long_to_unroll_keeps_the_loop_around_it_scalar() -> None:
+    # 200 terms are 600 ops unrolled, above the translator's 400 (FULL_UNROLL_OPS): the k loop stays a loop.
+    terms = kernel_terms(default_ein(16, k=200), with_chains(desc(), 256))
+    assert (terms.lanes, terms.loads) == (1, 4 * 16 * (200 * 2 + 1))
 
 
 def test_a_row_wise_product_chains_through_memory() -> None:

@@ -622,3 +622,23 @@ def test_a_short_chain_of_fmas_is_unrolled_whole_and_keeps_its_bits(runner: Nati
         runner(kernel)(native)
         KernelInterpreter().runner(kernel)(interpreted)
         assert native[2].tobytes() == interpreted[2].tobytes()
+
+
+@pytest.mark.target
+def test_the_loop_around_a_short_chain_runs_in_the_vectors_the_cost_model_prices(engine: JitEngine) -> None:
+    """Unrolled whole, the chains leave the output's j loop innermost, which LLVM vectorises: the assembly's
+    fmas are packed in the target's widest register, none scalar, as `presk.cost.quantities` prices the
+    kernel (`unrolled_chain_lanes`). The chain too long to unroll keeps its scalar fmas and its scalar price."""
+    from presk.cost.quantities import kernel_terms
+    from presk.cost.terms import MachineDesc
+
+    machine = target_machine()
+    wide = "zmm" if machine.vector_bits >= 512 else "ymm"
+    desc = MachineDesc.of(machine)
+    short, long = weight_gradient(32), weight_gradient(64)
+    assembly = engine.assembly(translate_kernel(short))
+    assert re.search(rf"vfmadd\w+ps\s+[^\n]*%{wide}", assembly) and not re.search(r"vfmadd\w+ss", assembly)
+    assert kernel_terms(short, desc).lanes == machine.register_width("f32")
+    assembly = engine.assembly(translate_kernel(long))
+    assert re.search(r"vfmadd\w+ss", assembly) and not re.search(r"vfmadd\w+ps", assembly)
+    assert kernel_terms(long, desc).lanes == 1
