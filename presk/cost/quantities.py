@@ -38,6 +38,9 @@ The choices the specification leaves open, as made here:
   loads, stores, and the vector ops that only move lanes (`broadcast`,
   `extract`, `insert`, `shuffle`, any `vector` op but `fma` and
   `reduction`) weigh 0. A `vector.reduction` weighs its operand's lanes.
+  The shuffles LLVM adds to vectorise the loop around a short chain whose
+  operand moves along its rows (an interleaved group) weigh a vector fma
+  each (`SHUFFLE_WEIGHT`, `shuffles_per_element`).
   Under the rule `overhead`, each executed iteration of each loop adds 1.
 * **Transcendentals.** The same transcendental `math` ops again, counted
   as loads are: once per execution per register they fill, once per vector
@@ -140,8 +143,9 @@ The choices the specification leaves open, as made here:
   1: scalar). A short chain of FMAs, which the translator unrolls whole
   (a contraction's k terms at its default layout, `is_short_fma_chain`),
   is no loop to the backend: the parallel loop around it is the innermost
-  one, vectorised on the same conditions (`unrolled_chain_lanes`), its
-  chains' loads and FMAs then one per vector. So an elementwise chain, a
+  one, vectorised on the same conditions or with an operand read along its
+  rows (`unrolled_chain_lanes`), its chains' loads and FMAs then one per
+  vector. So an elementwise chain, a
   one-lane tile or a small default contraction is priced with the vector
   groups it runs like, and the lane-1 groups hold only code that stays
   scalar (a [1, 1] tile over a long k, a one-column tile). The element
@@ -214,6 +218,19 @@ _INTEGER = frozenset({
 _PASS_THROUGH = frozenset({"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci"})
 _CLAMPS = frozenset({"arith.minsi", "arith.maxsi", "arith.minui", "arith.maxui"})
 TRANSCENDENTAL_WEIGHT = 8
+SHUFFLE_WEIGHT = 2
+"""The work, per lane, of one shuffle instruction: a vector fma's, since a shuffle takes a vector unit's issue
+slot as an fma does (two a cycle on Zen 3; Intel's port 5, one)."""
+
+
+def shuffles_per_element(vector_bits: int, lanes: int) -> float:
+    """The shuffle instructions per element with which LLVM transposes an interleaved group into `lanes` lanes.
+
+    With 256-bit registers about one (unpacks, shuffles, blends and 128-bit inserts: the assembly of MiniGPT's
+    scores `ein`, 8 terms into 8 lanes, has 66 for 64 elements; of its head's, 16 terms, 112 for 128); with
+    512-bit ones AVX-512F's two-source permute (`vpermt2ps`) builds each vector of a term in one: 1 / lanes
+    (16 for 16 fmas of the scores at 16 lanes). `tests/unit/test_kernel_to_llvm.py` counts them."""
+    return 1.0 / lanes if vector_bits >= 512 else 1.0
 _ROOT = 0
 """The loop id of the kernel's body, a loop of one iteration with no counter."""
 
@@ -295,6 +312,10 @@ class _Loop:
     does not implement; the element's bits; the registers it fills; the lanes it is written in)."""
     vector_lanes: int = 1
     """The lanes the backend runs this (innermost, scalar-written) loop at (`backend_lanes`); 1: as written."""
+    shuffles: float = 0.0
+    """The shuffles per iteration (per element) with which LLVM brings the accesses it reads as interleaved
+    groups to vectorise the loop around a short chain (`unrolled_chain_lanes`, `shuffles_per_element`),
+    each `SHUFFLE_WEIGHT` · lanes of work."""
     chains: int = 0
     """Independent FMA chains of an innermost loop whose every running value is an fma's sum, as the
     backend runs it (`_Walk._fma_chains`); 0: not such a loop."""
@@ -427,6 +448,8 @@ class _Walk:
             if lanes > 1:
                 for loop in _subtree(inner):
                     loop.vector_lanes = lanes
+                    interleaved = sum(_interleaved(access, inner.id) for access in loop.accesses)
+                    loop.shuffles = interleaved * shuffles_per_element(self.vector_bits, lanes)
                 self.lanes = max(self.lanes, lanes)
         if not inner.children and full is not None:
             if self.vector_bits:
@@ -645,6 +668,17 @@ def _vectorise_along(accesses: Iterable[Access], loop_id: int) -> bool:
     return True
 
 
+def _interleaved(access: Access, loop_id: int) -> bool:
+    """Whether `access` moves with loop `loop_id` in an index before the last, affinely, and not in the last:
+    consecutive iterations read rows of the buffer, which LLVM loads whole and transposes between lanes
+    (an interleaved group) when the loop around a short chain is vectorised."""
+    if not access.indices:
+        return False
+    *outer, last = access.indices
+    moves = [index for index in outer if loop_id in index.loops()]
+    return bool(moves) and all(type(index) is Affine for index in moves) and loop_id not in last.loops()
+
+
 def _subtree(loop: _Loop) -> list[_Loop]:
     """`loop` and every loop inside it."""
     return [loop, *(inner for child in loop.children for inner in _subtree(child))]
@@ -656,15 +690,16 @@ def unrolled_chain_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:
     The translator unrolls each such chain whole (`is_short_fma_chain`: a
     contraction's k terms at its default layout), so the parallel loop
     around them is the innermost loop LLVM sees, and its loop vectoriser
-    runs it as `backend_lanes` says of any innermost loop: at the
-    register's width for the widest element when every access in it, the
-    chains' included, is contiguous along its counter or does not move with
-    it, each lane its own element's chain in the same order. The chains'
-    loads are then one per vector (a broadcast or a vector load) and their
-    FMAs a vector chain each. A loop whose trip count is below that width,
-    or an access that moves with the counter otherwise (the scores'
-    operand read along its rows, which LLVM gathers by shuffles), keeps its
-    scalar price: 1.
+    runs it at the register's width for the widest element, each lane its
+    own element's chain in the same order, when every access in it (the
+    chains' included) is contiguous along its counter, does not move with
+    it, or moves with it only in an index before the last (`_interleaved`:
+    the scores' operand read along its rows, which LLVM loads row by row
+    and transposes into the lanes with shuffles, counted in `_Loop.shuffles`).
+    The chains' loads are then one per vector and their FMAs a vector
+    chain each. A loop whose trip count is below that width, or with any
+    other access (a gather, a stride in the last index), keeps its scalar
+    price: 1.
     """
     body = list(_ops_in(op.body.block))
     written_vectors = any(_lanes(r.type) > 1 for inner in body for r in inner.results)
@@ -675,7 +710,8 @@ def unrolled_chain_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:
     loops = _subtree(loop)
     if any(inner.scratch for inner in loops):
         return 1
-    if not _vectorise_along([access for inner in loops for access in inner.accesses], loop.id):
+    accesses = [access for inner in loops for access in inner.accesses]
+    if not _vectorise_along([access for access in accesses if not _interleaved(access, loop.id)], loop.id):
         return 1
     lanes = _register_lanes(body, vector_bits)
     return lanes if loop.full_trip >= lanes else 1
@@ -1062,7 +1098,9 @@ def kernel_terms_by_rules(
     shapes, sizes = _buffer_facts(kernel)
     runs = _executions(walk)
 
-    base_work = sum(loop.work * runs[loop.id] for loop in walk.loops)
+    base_work = sum(
+        (loop.work + SHUFFLE_WEIGHT * loop.vector_lanes * loop.shuffles) * runs[loop.id] for loop in walk.loops
+    )
     loop_runs = sum(runs[loop.id] for loop in walk.loops if loop.op is not None)
     loads = sum(loop.loads * runs[loop.id] / loop.vector_lanes for loop in walk.loops)
     transcendental = sum(_in_exps(loop) * runs[loop.id] / loop.vector_lanes for loop in walk.loops)

@@ -235,10 +235,14 @@ def test_the_loop_around_a_short_chain_runs_in_vectors(bits: int) -> None:
     # One chain an execution of 8 · (1 fma + 2 loads + 2) = 40 operations: the window (256) overlaps 6.4 of
     # them, against 8 chains needed: W · (8 / 6.4 - 1) = W / 4, as before the unrolling.
     assert terms.stall == w / 4
-    # b read along its rows moves with j in its first index: LLVM gathers it by shuffles, which the model
-    # does not price, so the loop keeps its scalar price: one lane, every load.
+    # b read along its rows moves with j in its first index only: LLVM loads the rows whole and moves the
+    # elements into their lanes with shuffles (an interleaved group), each a vector fma's issue slot (2 · lanes
+    # of W): about one an element at 256 bits, one a vector (1 / lanes an element) at 512 (AVX-512's
+    # two-source permutes), for the 4 · j · 8 elements. The loads are as many vectors; the stall the fmas'.
     rows = kernel_terms(default_ein(j, along_rows=True), with_chains(desc(), bits))
-    assert (rows.lanes, rows.loads) == (1, 4 * j * (8 * 2 + 1))
+    assert (rows.lanes, rows.loads, rows.stall) == (lanes, 4 * j * (8 * 2 + 1) / lanes, w / 4)
+    per_element = 1 if bits == 256 else 1 / lanes
+    assert rows.work == w + 2 * lanes * per_element * 4 * j * 8
     # A loop shorter than the register, or a profile without the register's width: not vectorised.
     assert kernel_terms(default_ein(lanes // 2), with_chains(desc(), bits)).lanes == 1
     assert kernel_terms(default_ein(j), with_chains(desc(), 0)).lanes == 1

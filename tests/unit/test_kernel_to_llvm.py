@@ -642,3 +642,48 @@ def test_the_loop_around_a_short_chain_runs_in_the_vectors_the_cost_model_prices
     assembly = engine.assembly(translate_kernel(long))
     assert re.search(r"vfmadd\w+ss", assembly) and not re.search(r"vfmadd\w+ps", assembly)
     assert kernel_terms(long, desc).lanes == 1
+
+
+def scores(lanes: int) -> KernelOp:
+    """The scores at their default layout: out[i, j] = Σ_k q[i, k] · kt[j, k], k = 8 terms, kt read along its rows."""
+    j = 4 * lanes
+    return parse_kernel(f"""builtin.module {{
+  psk_kernel.kernel @scores(%0: memref<16x8xf32>, %1: memref<{j}x8xf32>, %2: memref<16x{j}xf32>) "f/%0" {{
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c8 = arith.constant 8 : index
+    %c16 = arith.constant 16 : index
+    %cj = arith.constant {j} : index
+    %z = arith.constant 0.0 : f32
+    scf.for %i = %c0 to %c16 step %c1 {{
+      scf.for %j = %c0 to %cj step %c1 {{
+        %s = scf.for %k = %c0 to %c8 step %c1 iter_args(%a = %z) -> (f32) {{
+          %x = memref.load %0[%i, %k] : memref<16x8xf32>
+          %y = memref.load %1[%j, %k] : memref<{j}x8xf32>
+          %f = math.fma %x, %y, %a : f32
+          scf.yield %f : f32
+        }}
+        memref.store %s, %2[%i, %j] : memref<16x{j}xf32>
+      }} {{psk_kernel.parallel}}
+    }} {{psk_kernel.parallel}}
+  }}
+}}""")
+
+
+@pytest.mark.target
+def test_an_operand_read_along_its_rows_costs_the_shuffles_the_cost_model_prices(engine: JitEngine) -> None:
+    """LLVM vectorises the j loop around the unrolled chain with kt's rows loaded whole and transposed into the
+    lanes by shuffles, as many as `presk.cost.quantities.shuffles_per_element` prices; packed fmas, none scalar."""
+    from presk.cost.quantities import shuffles_per_element
+
+    machine = target_machine()
+    lanes = machine.register_width("f32")
+    assembly = engine.assembly(translate_kernel(scores(lanes)))
+    body = assembly[: assembly.index("ret")] if "ret" in assembly else assembly
+    shuffles = len(re.findall(r"^\s+v(?:shuf|perm|unpck|insert|extract|blend)\w*\s", body, re.M))
+    fmas = len(re.findall(r"^\s+vfmadd\w+ps\s", body, re.M))
+    assert fmas and not re.search(r"vfmadd\w+ss", body)
+    # Per vector of `lanes` outputs: 8 fmas and the 8 · lanes elements of kt, each moved by the shuffles the
+    # cost model prices, within a factor of 2 (AVX2: about 1 an element; AVX-512's two-source permutes 1 / lanes).
+    expected = lanes * shuffles_per_element(machine.vector_bits, lanes)
+    assert 0.5 * expected <= shuffles / fmas <= 2 * expected, (shuffles, fmas, expected)
