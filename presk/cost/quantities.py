@@ -701,11 +701,12 @@ def unrolled_chain_lanes(op: scf.ForOp, loop: _Loop, vector_bits: int) -> int:
     other access (a gather, a stride in the last index), keeps its scalar
     price: 1.
     """
-    body = list(_ops_in(op.body.block))
-    written_vectors = any(_lanes(r.type) > 1 for inner in body for r in inner.results)
-    if PARALLEL not in op.attributes or op.iter_args or written_vectors:
+    if PARALLEL not in op.attributes or op.iter_args:
         return 1
     if not all(child.op is not None and is_short_fma_chain(child.op) for child in loop.children):
+        return 1
+    body = list(_ops_in(op.body.block))
+    if any(_lanes(r.type) > 1 for inner in body for r in inner.results):  # written vectors
         return 1
     loops = _subtree(loop)
     if any(inner.scratch for inner in loops):
