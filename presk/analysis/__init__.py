@@ -13,6 +13,7 @@ from presk.analysis.kernel_loops import (
     attr,
     block_trip_count,
     constant_int,
+    index_range,
     is_register_tile_loop,
     launch_iterations,
     loop_trips,
@@ -23,6 +24,6 @@ from presk.analysis.kernel_loops import (
 )
 
 __all__ = [
-    "STORE_OPS", "affine_index", "attr", "block_trip_count", "constant_int", "is_register_tile_loop",
+    "STORE_OPS", "affine_index", "attr", "block_trip_count", "constant_int", "index_range", "is_register_tile_loop",
     "launch_iterations", "loop_trips", "sets_inner_bounds", "split_loop", "trip_count", "written_buffers",
 ]  # fmt: skip

@@ -22,7 +22,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from presk.dialects.psk_kernel import PARALLEL, KernelOp
 
 __all__ = [
-    "STORE_OPS", "affine_index", "attr", "block_trip_count", "constant_int", "is_register_tile_loop",
+    "STORE_OPS", "affine_index", "attr", "block_trip_count", "constant_int", "index_range", "is_register_tile_loop",
     "launch_iterations", "loop_trips", "sets_inner_bounds", "split_loop", "trip_count", "written_buffers",
 ]  # fmt: skip
 
@@ -185,3 +185,29 @@ def _affine_index(
         return tuple(cb * x for x in a), cb * ca
     sign = 1 if owner.name == "arith.addi" else -1
     return tuple(x + sign * y for x, y in zip(a, b)), ca + sign * cb
+
+
+def index_range(value: SSAValue) -> tuple[int, int] | None:
+    """The least and the greatest value an index takes, when it is affine (`affine_index`) in the counters of
+    the loops around it and every one of those loops has constant bounds; None otherwise.
+
+    A call's split loop runs a part of its iterations (`split_loop`), never more, so its bounds bound it too."""
+    counters: list[SSAValue] = []
+    spans: list[tuple[int, int]] = []
+    loop = value.owner.parent_op()  # the loop whose counter it is, or the op around its definition
+    while loop is not None:
+        if isinstance(loop, scf.ForOp):
+            trips, lb, step = trip_count(loop), constant_int(loop.lb), constant_int(loop.step)
+            if trips is None or lb is None or step is None or trips < 1:
+                return None
+            counters.append(loop.body.block.args[0])
+            last = lb + step * (trips - 1)
+            spans.append((min(lb, last), max(lb, last)))
+        loop = loop.parent_op()
+    form = affine_index(value, counters)
+    if form is None:
+        return None
+    coefs, const = form
+    low = const + sum(min(c * a, c * b) for c, (a, b) in zip(coefs, spans, strict=True))
+    high = const + sum(max(c * a, c * b) for c, (a, b) in zip(coefs, spans, strict=True))
+    return low, high

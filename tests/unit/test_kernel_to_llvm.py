@@ -687,3 +687,56 @@ def test_an_operand_read_along_its_rows_costs_the_shuffles_the_cost_model_prices
     # cost model prices, within a factor of 2 (AVX2: about 1 an element; AVX-512's two-source permutes 1 / lanes).
     expected = lanes * shuffles_per_element(machine.vector_bits, lanes)
     assert 0.5 * expected <= shuffles / fmas <= 2 * expected, (shuffles, fmas, expected)
+
+
+CAUSAL_MAX = """builtin.module {
+  psk_kernel.kernel @causal_max(%x: memref<$Rx$Cxf32>, %o: memref<$Rxf32>) "f/%0" {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %cr = arith.constant $R : index
+    %cc = arith.constant $C : index
+    %far = arith.constant $OFFSET : index
+    %lowest = arith.constant 0xff800000 : f32
+    scf.for %i = %c0 to %cr step %c1 {
+      %row = arith.addi %i, %far : index
+      %m = scf.for %j = %c0 to %cc step %c1 iter_args(%acc = %lowest) -> (f32) {
+        %seen = arith.cmpi ule, %j, %row : index
+        %v = memref.load %x[%i, %j] : memref<$Rx$Cxf32>
+        %bigger = arith.maximumf %acc, %v : f32
+        %next = arith.select %seen, %bigger, %acc : f32
+        scf.yield %next : f32
+      }
+      memref.store %m, %o[%i] : memref<$Rxf32>
+    } {psk_kernel.parallel}
+  }
+}"""
+"""A causally masked running maximum over each row, as a softmax's first pass: column j counts in row i when
+j <= i + offset."""
+
+
+def causal_max(rows: int, columns: int, offset: int) -> KernelOp:
+    text = CAUSAL_MAX.replace("$R", str(rows)).replace("$C", str(columns)).replace("$OFFSET", str(offset))
+    return parse_kernel(text)
+
+
+@pytest.mark.target
+def test_a_causal_test_compares_in_32_bits_where_its_indices_fit(runner: NativeRunner) -> None:
+    """The running maximum's vector loop compares the column's lanes with the row in 32-bit lanes when every
+    lane of both lies in i32's range (`presk.analysis.index_range`), in 64 otherwise; the bits are the kernel
+    interpreter's either way."""
+    from presk.analysis import index_range
+    from presk.interp.kernel import KernelInterpreter
+
+    lanes = target_machine().register_width("f32")
+    near, far = causal_max(16, 64, 0), causal_max(16, 64, 2**31 - 10)
+    (row,) = [op.results[0] for op in near.walk() if op.name == "arith.addi"]
+    assert index_range(row) == (0, 15)
+    assert re.search(rf"icmp ule <{lanes} x i32>", translate_kernel(near))
+    assert not re.search(r"icmp ule <\d+ x i32>", translate_kernel(far))
+    assert re.search(rf"icmp ule <{lanes} x i64>", translate_kernel(far))
+    for kernel in (near, far):
+        native = random_inputs(kernel, 3)
+        interpreted = [a.copy() for a in native]
+        runner(kernel)(native)
+        KernelInterpreter().runner(kernel)(interpreted)
+        assert native[1].tobytes() == interpreted[1].tobytes()
