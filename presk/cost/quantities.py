@@ -145,10 +145,10 @@ The choices the specification leaves open, as made here:
   is no loop to the backend: the parallel loop around it is the innermost
   one, vectorised on the same conditions or with an operand read along its
   rows (`unrolled_chain_lanes`), its chains' loads and FMAs then one per
-  vector. So an elementwise chain, a
-  one-lane tile or a small default contraction is priced with the vector
-  groups it runs like, and the lane-1 groups hold only code that stays
-  scalar (a [1, 1] tile over a long k, a one-column tile). The element
+  vector. So an elementwise chain, a one-lane tile or a small default
+  contraction is priced with the vector groups it runs like, and the
+  lane-1 groups hold only code that stays scalar (a [1, 1] tile over a
+  long k, a one-column tile). The element
   type of the first buffer the kernel stores to (its output), as `f64`,
   `f32` or `bf16` (an integer output, a mask or an index range, gives its
   type's name, `i64`).
@@ -222,6 +222,9 @@ SHUFFLE_WEIGHT = 2
 """The work, per lane, of one shuffle instruction: a vector fma's, since a shuffle takes a vector unit's issue
 slot as an fma does (two a cycle on Zen 3; Intel's port 5, one)."""
 
+_ROOT = 0
+"""The loop id of the kernel's body, a loop of one iteration with no counter."""
+
 
 def shuffles_per_element(vector_bits: int, lanes: int) -> float:
     """The shuffle instructions per element with which LLVM transposes an interleaved group into `lanes` lanes.
@@ -231,8 +234,6 @@ def shuffles_per_element(vector_bits: int, lanes: int) -> float:
     512-bit ones AVX-512F's two-source permute (`vpermt2ps`) builds each vector of a term in one: 1 / lanes
     (16 for 16 fmas of the scores at 16 lanes). `tests/unit/test_kernel_to_llvm.py` counts them."""
     return 1.0 / lanes if vector_bits >= 512 else 1.0
-_ROOT = 0
-"""The loop id of the kernel's body, a loop of one iteration with no counter."""
 
 
 def _is_float(t: Attribute) -> bool:

@@ -99,6 +99,17 @@ def lowered(entry: str, realization: str) -> tuple[ModuleOp, dict[str, KernelOp]
     return module, {op.sym_name.data: op for op in module.body.block.ops if isinstance(op, KernelOp)}
 
 
+def assert_native_is_the_interpreter(runner: NativeRunner, kernel: KernelOp, seed: int) -> None:
+    """The kernel's buffers after a native call are the kernel interpreter's, byte for byte (random inputs)."""
+    from presk.interp.kernel import KernelInterpreter
+
+    native = random_inputs(kernel, seed)
+    interpreted = [a.copy() for a in native]
+    runner(kernel)(native)
+    KernelInterpreter().runner(kernel)(interpreted)
+    assert [a.tobytes() for a in native] == [a.tobytes() for a in interpreted]
+
+
 def random_inputs(kernel: KernelOp, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     arrays = []
@@ -608,7 +619,6 @@ def weight_gradient(terms: int) -> KernelOp:
 def test_a_short_chain_of_fmas_is_unrolled_whole_and_keeps_its_bits(runner: NativeRunner) -> None:
     """4 × 32 terms (384 ops) unroll whole, both loops; of 4 × 64 (768), only the inner 64 (192). Native equals
     the interpreter."""
-    from presk.interp.kernel import KernelInterpreter
     from presk.lowering.llvm.loops import FULL_UNROLL_OPS
 
     short, long = weight_gradient(32), weight_gradient(64)
@@ -617,11 +627,7 @@ def test_a_short_chain_of_fmas_is_unrolled_whole_and_keeps_its_bits(runner: Nati
     assert len(re.findall(r"!llvm.loop ", translate_kernel(short))) == 2
     assert len(re.findall(r"!llvm.loop ", translate_kernel(long))) == 1
     for kernel in (short, long):
-        native = random_inputs(kernel, 5)
-        interpreted = [a.copy() for a in native]
-        runner(kernel)(native)
-        KernelInterpreter().runner(kernel)(interpreted)
-        assert native[2].tobytes() == interpreted[2].tobytes()
+        assert_native_is_the_interpreter(runner, kernel, seed=5)
 
 
 @pytest.mark.target
@@ -725,7 +731,6 @@ def test_a_causal_test_compares_in_32_bits_where_its_indices_fit(runner: NativeR
     lane of both lies in i32's range (`presk.analysis.index_range`), in 64 otherwise; the bits are the kernel
     interpreter's either way."""
     from presk.analysis import index_range
-    from presk.interp.kernel import KernelInterpreter
 
     lanes = target_machine().register_width("f32")
     near, far = causal_max(16, 64, 0), causal_max(16, 64, 2**31 - 10)
@@ -735,8 +740,4 @@ def test_a_causal_test_compares_in_32_bits_where_its_indices_fit(runner: NativeR
     assert not re.search(r"icmp ule <\d+ x i32>", translate_kernel(far))
     assert re.search(rf"icmp ule <{lanes} x i64>", translate_kernel(far))
     for kernel in (near, far):
-        native = random_inputs(kernel, 3)
-        interpreted = [a.copy() for a in native]
-        runner(kernel)(native)
-        KernelInterpreter().runner(kernel)(interpreted)
-        assert native[1].tobytes() == interpreted[1].tobytes()
+        assert_native_is_the_interpreter(runner, kernel, seed=3)
