@@ -734,8 +734,10 @@ def test_a_causal_test_compares_in_32_bits_where_its_indices_fit(runner: NativeR
 
     lanes = target_machine().register_width("f32")
     near, far = causal_max(16, 64, 0), causal_max(16, 64, 2**31 - 10)
-    (row,) = [op.results[0] for op in near.walk() if op.name == "arith.addi"]
-    assert index_range(row) == (0, 15)
+    for kernel, offset in ((near, 0), (far, 2**31 - 10)):
+        (row,) = [op.results[0] for op in kernel.walk() if op.name == "arith.addi"]
+        (column,) = [op.operands[0] for op in kernel.walk() if op.name == "arith.cmpi"]
+        assert (index_range(row), index_range(column)) == ((offset, offset + 15), (0, 63))
     assert re.search(rf"icmp ule <{lanes} x i32>", translate_kernel(near))
     assert not re.search(r"icmp ule <\d+ x i32>", translate_kernel(far))
     assert re.search(rf"icmp ule <{lanes} x i64>", translate_kernel(far))
