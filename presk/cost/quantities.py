@@ -681,7 +681,7 @@ def _interleaved(access: Access, loop_id: int) -> bool:
 
 
 def _subtree(loop: _Loop) -> list[_Loop]:
-    """`loop` and every loop inside it."""
+    """`loop` and every loop inside it, during the walk (`_Loop.subtree` holds their ids once it is done)."""
     return [loop, *(inner for child in loop.children for inner in _subtree(child))]
 
 
