@@ -30,9 +30,11 @@ by 2**S. That is exact, and vectorised, whenever
                           overflow on the way back gives the IEEE +-inf
     c' not huge           otherwise |a*b| < ulp(c)/4 and the result is c itself
 A c' that underflows (c negligible next to a*b) only acts as a sticky bit, so
-it is replaced by the smallest subnormal of its sign. When every |a|, |b| lies in
-[2**-400, 2**400] and every |c| <= 2**1000 (the interpreter's usual case, checked
-with four reductions) the emulation runs on the operands directly. Outside:
+it is replaced by the smallest subnormal of its sign. When every nonzero |a|, |b|
+lies in [2**-400, 2**400] and every |c| <= 2**1000 (the interpreter's usual case,
+checked with a few reductions) the emulation runs on the operands directly, a
+zero a or b replaced by 1 and its element taken as a*b + c, exact there: the
+product is a signed zero, or nan against an infinity or a nan. Outside:
     a or b not finite       a*b + c           (the product is exactly inf/nan)
     c not finite            c + c             (inf stays, nan is quietened)
     a or b zero             a*b + c           (exact signed zero, IEEE sum rule)
@@ -137,9 +139,15 @@ def _all_within(x: np.ndarray, lo: float, hi: float) -> bool:
 
 
 def _fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    if a.size and _all_within(a, 2.0**-400, 2.0**400) and _all_within(b, 2.0**-400, 2.0**400) \
-            and _all_within(c, 0.0, 2.0**1000):
-        return _boldo_melquiond(a, b, c)  # the common case, without the scaling below
+    if a.size and _all_within(c, 0.0, 2.0**1000):
+        # The common case, without the scaling below. A zero a or b (a relu's, a mask's, a fresh gradient's)
+        # stands in as 1 and takes a*b + c afterwards, which is exact there.
+        zero = (a == 0) | (b == 0)
+        with_zeros = bool(zero.any())
+        x, y = (np.where(zero, 1.0, a), np.where(zero, 1.0, b)) if with_zeros else (a, b)
+        if _all_within(x, 2.0**-400, 2.0**400) and _all_within(y, 2.0**-400, 2.0**400):
+            out = _boldo_melquiond(x, y, c)
+            return np.where(zero, a * b + c, out) if with_zeros else out
     ma, xa = np.frexp(a)  # a = ma * 2**xa, |ma| in [0.5, 1), subnormals included
     mb, xb = np.frexp(b)
     _, xc = np.frexp(c)

@@ -125,6 +125,27 @@ def test_normal_range_operands(hardware: Fma, dtype: type) -> None:
     _check(hardware, a, b, c)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_zeros_among_normal_range_operands(hardware: Fma, dtype: type) -> None:
+    """Zeros of both signs in a or b, beside operands of moderate exponents (f64's fast path, zeros standing in
+    as 1), and against them infinities and nans (their product nan) and c of every sign of zero."""
+    rng = np.random.default_rng(5)
+    n = 50_000
+    a, b, c = (rng.uniform(-2, 2, n) * 2.0 ** rng.integers(-40, 40, n) for _ in range(3))
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan])
+    a[rng.random(n) < 0.2] = 0.0
+    a[rng.random(n) < 0.1] = -0.0
+    b[rng.random(n) < 0.2] = -0.0
+    c[rng.random(n) < 0.1] = 0.0
+    c[rng.random(n) < 0.1] = -0.0
+    zero_against_special = np.flatnonzero(a == 0)[:200]
+    b[zero_against_special] = rng.choice(specials[2:], zero_against_special.size)
+    _check(hardware, a.astype(dtype), b.astype(dtype), c.astype(dtype))
+    # The same operands without the specials: every element on the fast path, zeros only.
+    b[~np.isfinite(b)] = 1.5
+    _check(hardware, a.astype(dtype), b.astype(dtype), c.astype(dtype))
+
+
 TIE_SCALES = [(np.float32, s) for s in (0, -100, -140, -150, 100, 124)] + [
     (np.float64, s) for s in (0, -900, -1000, -1060, -1076, 900, 1020)
 ]
