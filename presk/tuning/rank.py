@@ -8,8 +8,15 @@ are not the default layout itself (a duplicate of one of them):
 
 * **Spearman** between predicted and measured times.
 * **Pairs**: a pair of points is *distinguished* by the measurement when
-  their quartile ranges do not overlap or their medians differ by more than
-  `DISTINCT` (3 %); the share of distinguished pairs the model orders the
+  their medians differ by more than the run-to-run noise. That noise is
+  measured where the file can show it, in the rounds of the points timed
+  again (`run_to_run_noise`: the median factor between two rounds of one
+  point), and taken as at least `DISTINCT` (3 %); a shape without such
+  rounds falls back to its medians differing by more than `DISTINCT` or
+  their quartile ranges (the calls of one window) not overlapping. On a
+  shared host two windows of one point differ by far more than the calls
+  of one window do, and a pair inside that noise is ordered by chance,
+  whoever orders it. The share of distinguished pairs the model orders the
   same way (a predicted tie is not right). *Decided* pairs are those whose
   predicted times differ by more than 1 + u (the profile's median relative
   error): the pairs the model claims to know; their share right. *Tied*
@@ -69,7 +76,8 @@ from presk.tuning.plan import Nest, isolated_from_record, price_ahead, profile_p
 from presk.tuning.space import Point, point_key
 
 __all__ = ["DISTINCT", "HALIDE_SLOWER", "NestFigures", "PairCount", "Repriced", "as_json", "by_decision",
-           "decision_table", "figures", "plot", "pooled", "priced_under", "report", "side_by_side"]  # fmt: skip
+           "decision_table", "figures", "plot", "pooled", "priced_under", "report", "run_to_run_noise",
+           "side_by_side"]  # fmt: skip
 
 DISTINCT = 1.03
 HALIDE_SLOWER = 1.3
@@ -130,6 +138,10 @@ class NestFigures:
     rounds_best: dict[str, Any] | None = None
     """The best of the points timed in the same rounds as the pick (`"batch"`), when the pick was timed again:
     O against it compares times taken side by side, which a best from another hour of a shared host may not."""
+    noise: float | None = None
+    """The run-to-run noise the pairs were judged against (`run_to_run_noise`, at least `DISTINCT`), and
+    `noise_points` the points timed in rounds it was read from; None where no point was (the fallback rule)."""
+    noise_points: int = 0
     round_ratio: float | None = None
     """Round by round, the pick's time over the fastest of that round, the median over the rounds (`"round_s"`):
     a slow phase of the host that spans a round slows the pick and the round's best alike and cancels here."""
@@ -353,12 +365,16 @@ def _figures(key: tuple[str, str], points: list[dict[str, Any]], default: dict[s
     candidates = predicted <= predicted[pick_i] * (1 + u)
     q_holds = bool(np.any(measured[candidates] <= DISTINCT * best_m))
     slower = measured > HALIDE_SLOWER * best_m
+    noise, noise_points = run_to_run_noise(points)
+    if noise is not None:
+        noise = max(noise, DISTINCT)
     judged = prices[0] if prices and not prices[0].get("stale") else None  # a prices line of the predictions judged
     sites = list(dict.fromkeys(r["site"] for r in points))
     return NestFigures(
         machine=key[0], shape_key=key[1], site=sites[0], shape=str(points[0].get("shape", "")), u=u, points=points,
         spearman=spearman(predicted, measured) if len(points) >= 2 else math.nan,
-        **_pairs(points, predicted, measured, u),
+        **_pairs(points, predicted, measured, u, noise),
+        noise=noise, noise_points=noise_points,
         pick=points[pick_i], best=points[best_i], pick_ratio=float(measured[pick_i] / best_m),
         q_holds=q_holds, only_candidates=bool(candidates.all()),
         slower=int(slower.sum()), slower_behind=int(np.sum(slower & (predicted > predicted[best_i]))),
@@ -388,9 +404,31 @@ def _decisions(points: Sequence[Mapping[str, Any]]) -> tuple[list[str], np.ndarr
     return ordered, codes
 
 
-def _pairs(points: Sequence[Mapping[str, Any]], predicted: np.ndarray, measured: np.ndarray, u: float) -> dict[str, Any]:
+def run_to_run_noise(points: Sequence[Mapping[str, Any]]) -> tuple[float | None, int]:
+    """The factor by which two runs of one point typically differ, and the points it was read from.
+
+    Read from the points timed again in rounds (`"round_s"`, at least three
+    rounds): for each, the median over its pairs of rounds of max/min; then
+    the median over the points. None (and 0) with fewer than two such points.
+    The rounds interleave the finalists seconds apart, while a sweep's points
+    are timed minutes apart, so this is the least the sweep's windows differ
+    by, not the most.
+    """
+    spreads = []
+    for r in points:
+        rounds = [float(x) for x in r.get("round_s") or () if x > 0]
+        if len(rounds) >= 3:
+            spreads.append(statistics.median(abs(math.log(a / b)) for i, a in enumerate(rounds) for b in rounds[i + 1 :]))
+    if len(spreads) < 2:
+        return None, 0
+    return math.exp(statistics.median(spreads)), len(spreads)
+
+
+def _pairs(points: Sequence[Mapping[str, Any]], predicted: np.ndarray, measured: np.ndarray, u: float,
+           noise: float | None = None) -> dict[str, Any]:  # fmt: skip
     """The pair counts of the module docstring, over every pair of points (a block of rows at a time: a full
-    space's million pairs take a second), as `NestFigures`' fields of the same names."""
+    space's million pairs take a second), as `NestFigures`' fields of the same names; `noise`, where measured,
+    the factor two medians must differ by to be told apart."""
     n = len(points)
     q1 = np.array([r["q1_s"] for r in points], dtype=float)
     q3 = np.array([r["q3_s"] for r in points], dtype=float)
@@ -401,7 +439,10 @@ def _pairs(points: Sequence[Mapping[str, Any]], predicted: np.ndarray, measured:
     for start in range(0, n, _PAIR_BLOCK):
         i = np.arange(start, min(start + _PAIR_BLOCK, n))[:, None]
         mi, mj, pi, pj = measured[i], measured[j], predicted[i], predicted[j]
-        apart = (q1[i] > q3[j]) | (q1[j] > q3[i]) | (np.maximum(mi, mj) > DISTINCT * np.minimum(mi, mj))
+        if noise is None:
+            apart = (q1[i] > q3[j]) | (q1[j] > q3[i]) | (np.maximum(mi, mj) > DISTINCT * np.minimum(mi, mj))
+        else:
+            apart = np.maximum(mi, mj) > noise * np.minimum(mi, mj)
         distinguished = apart & (j > i)
         right = distinguished & ((pi - pj) * (mi - mj) > 0)
         decided = distinguished & (np.maximum(pi, pj) > (1 + u) * np.minimum(pi, pj))
@@ -528,6 +569,9 @@ def report(nests: Sequence[NestFigures]) -> list[str]:
             lines.append(f"  the file measured {len(f.points)} of the space's {f.space_points} points: the figures "
                          "are over those, the pick the model's best among them")  # fmt: skip
         rho = "n/a" if math.isnan(f.spearman) else f"{f.spearman:.3f}"
+        if f.noise is not None:
+            lines.append(f"  run-to-run noise {f.noise:.3g}× (two rounds of one point, the median over the "
+                         f"{f.noise_points} points timed again): pairs are distinguished beyond it")  # fmt: skip
         lines.append(f"  Spearman {rho}; pairs the measurement distinguishes ordered right "
                      f"{_share(f.right, f.distinguished)}, {f.tied} tied; decided (beyond 1 + u) right "
                      f"{_share(f.decided_right, f.decided)}; within 1 + u right "
@@ -597,6 +641,7 @@ def as_json(nests: Sequence[NestFigures]) -> list[dict[str, Any]]:
             "pairs": {"distinguished": int(f.distinguished), "right": int(f.right), "decided": int(f.decided),
                       "decided_right": int(f.decided_right), "tied": int(f.tied)},
             "by_decision": {name: c.to_json() for name, c in f.by_decision.items()},
+            "noise": {"factor": f.noise, "points": f.noise_points},
             "pick": {**timed(f.pick), "predicted_s": f.pick["predicted_s"]}, "best": timed(f.best),  # type: ignore[dict-item]
             "o": number(f.pick_ratio),
             "o_own_rounds": f.own_rounds_ratio,

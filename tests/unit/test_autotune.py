@@ -29,7 +29,7 @@ from presk.ir.context import presk_context
 from presk.ir.parse import parse_module, read_source
 from presk.target import target_machine
 from presk.tuning import autotune as at
-from presk.tuning.rank import PairCount, by_decision, figures, pooled, priced_under, report
+from presk.tuning.rank import PairCount, by_decision, figures, pooled, priced_under, report, run_to_run_noise
 from presk.tuning.space import point_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -311,6 +311,43 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 0, err
     assert "and 2 of them again in" in out
     assert "measured 3.9 µs, timed again in 5 rounds, 1× the best" in out
+
+
+def test_rank_tells_pairs_apart_beyond_the_run_to_run_noise_of_the_rounds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two of `hand_made`'s points timed again in three rounds each, two of them equal and the third 1.3× the
+    others: two runs of one point differ by 1.3× in median, so only pairs more than 1.3× apart count."""
+    path = hand_made(tmp_path / "r.jsonl")
+    common = {"record": "retime", "machine": "m", "site": "f/%0", "shape_key": "k", "rounds": 3, "seconds": 0.25}
+    for point, rounds in (({"tile": [1, 1]}, [5e-6, 5e-6, 6.5e-6]), ({"tile": [4, 8]}, [9e-6, 9e-6, 11.7e-6])):
+        at.append_record(path, {**common, "point": point, "median_s": rounds[0], "q1_s": rounds[0],
+                                "q3_s": rounds[2], "batch": "b", "round_s": rounds})  # fmt: skip
+    assert run_to_run_noise(at.with_retimes(at.read_results(path))) == (pytest.approx(1.3), 2)
+    (f,) = figures(at.read_results(path))
+    # Medians 5, 4, 5.1, 9 µs: (5, 4) is 1.25×, (4, 5.1) 1.275× and (5, 5.1) 1.02×, all inside 1.3; the three
+    # pairs with the 9 µs point are beyond it, and the model orders all three right (predicted 10 µs, last).
+    assert (f.noise, f.noise_points) == (pytest.approx(1.3), 2)
+    assert (f.distinguished, f.right) == (3, 3) and (f.decided, f.decided_right) == (3, 3)
+    code, out, err = run_cli(["rank", str(path)], capsys)
+    assert code == 0, err
+    assert "run-to-run noise 1.3× (two rounds of one point, the median over the 2 points timed again)" in out
+    assert "ordered right 3/3 (100%)" in out
+    code, out, err = run_cli(["rank", str(path), "--json"], capsys)
+    assert code == 0, err
+    (shape,) = json.loads(out)
+    assert shape["noise"] == {"factor": pytest.approx(1.3), "points": 2} and shape["pairs"]["distinguished"] == 3
+    # Noise below 3 % is taken as 3 %; one point in rounds is too few to read it (the rule of the window's calls).
+    assert run_to_run_noise([{"round_s": [1.0, 1.0, 1.0]}, {"round_s": [2.0, 2.0, 2.0]}]) == (1.0, 2)
+    steady = hand_made(tmp_path / "steady.jsonl")
+    for point, median in (({"tile": [1, 1]}, 5e-6), ({"tile": [4, 8]}, 9e-6)):
+        at.append_record(steady, {**common, "point": point, "median_s": median, "q1_s": median, "q3_s": median,
+                                  "batch": "b", "round_s": [median] * 3})  # fmt: skip
+    (h,) = figures(at.read_results(steady))
+    assert h.noise == pytest.approx(1.03) and (h.distinguished, h.right) == (5, 4)  # (5, 5.1) stays inside 3 %
+    assert run_to_run_noise([{"round_s": [5e-6, 5e-6, 6.5e-6]}]) == (None, 0)
+    (g,) = figures(at.read_results(hand_made(tmp_path / "plain.jsonl")))
+    assert g.noise is None and (g.distinguished, g.right) == (5, 4)
 
 
 def two_decisions(path: Path, shape_key: str = "k") -> Path:
