@@ -23,6 +23,7 @@ the tests read, not tests), and the variables presk reads (`PRESK_TARGET`,
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from collections.abc import Iterable
@@ -40,6 +41,9 @@ PASSED_ENVIRONMENT: tuple[str, ...] = (
     "TMPDIR",
 )
 """Variables the tests see as the caller set them (lit clears the rest)."""
+
+WARM_VARIABLE = "PRESK_LIT_WARM"
+"""`0` runs every tool as a process of its own instead of forking it from the warm server."""
 
 
 def tool_pattern(tool: str) -> str:
@@ -75,5 +79,22 @@ def configure(
     for variable in PASSED_ENVIRONMENT:
         if variable in os.environ:
             config.environment[variable] = os.environ[variable]
+    tools = list(tools)
+    warm = os.environ.get(WARM_VARIABLE, "1") != "0" and _start_warm_server(config, tool_dir, tools)
+    client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_client.py")
     for tool in tools:
-        config.substitutions.append((tool_pattern(tool), os.path.join(tool_dir, tool)))
+        path = os.path.join(tool_dir, tool)
+        config.substitutions.append((tool_pattern(tool), f"{sys.executable} -S {client} {path}" if warm else path))
+
+
+def _start_warm_server(config: Any, tool_dir: str, tools: list[str]) -> bool:
+    """Start the warm server for this lit run, stopped when lit exits; False if it does not come up."""
+    from presk.testing.warm_client import SOCKET_VARIABLE
+    from presk.testing.warm_server import WarmServer
+
+    server = WarmServer.start(dict(config.environment), tool_dir, tools)
+    if server is None:
+        return False
+    atexit.register(server.stop)
+    config.environment[SOCKET_VARIABLE] = server.address
+    return True
