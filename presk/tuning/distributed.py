@@ -222,7 +222,11 @@ class Measurer:
     Plain class: `Cluster` makes it an actor with `ray.remote`, so that this
     module imports without Ray and the class pickles by reference."""
 
-    def __init__(self, slot: int) -> None:
+    def __init__(self, slot: int, environment: Mapping[str, str] | None = None) -> None:
+        """`environment`: the driver's `PRESK_*` variables, set before anything reads them (the target, the
+        caches, the threads). Passed here rather than as Ray's `runtime_env`, which starts each worker
+        through a setup process of its own (about a second of CPU an actor) instead of a prestarted one."""
+        os.environ.update(environment or {})
         from presk.jit.native import NativeRunner
         from presk.target import target_machine
 
@@ -495,8 +499,8 @@ class Cluster:
                 if slot in taken.get(node["NodeID"], set()):
                     continue
                 strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-                handle = actor.options(num_cpus=1, max_restarts=0, max_task_retries=0, scheduling_strategy=strategy,
-                                       runtime_env={"env_vars": env}).remote(slot)  # fmt: skip
+                handle = actor.options(num_cpus=1, max_restarts=0, max_task_retries=0,
+                                       scheduling_strategy=strategy).remote(slot, env)  # fmt: skip
                 pending.append((handle, handle.info.remote(), node.get("NodeManagerHostname", node["NodeID"])))
         if not pending and not self.workers:
             raise PreskError("E4001", "the Ray cluster has no CPU to measure on")

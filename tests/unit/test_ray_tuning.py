@@ -440,3 +440,16 @@ def test_when_every_worker_dies_the_points_are_reported_lost(tmp_path: Path, nar
     assert result.measured == 0 and result.lost == 1 + FIRST
     assert "no worker of its kind left" in err.getvalue()
     assert any("were not measured" in line for line in at.report(result))
+
+
+def test_the_workers_see_the_driver_s_presk_variables(local_ray: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`PRESK_TARGET` and the other `PRESK_*` variables hold in each actor before it reads them: its machine is
+    the driver's target, not its host's."""
+    from presk.target import target_named
+
+    monkeypatch.setenv("PRESK_TARGET", "x86-64")
+    with Cluster(err=io.StringIO()) as cluster:
+        cluster.start()
+        assert len(cluster.workers) == 2
+        assert {w.info.key for w in cluster.workers} == {target_named("x86-64").key()}
+    assert target_named("x86-64").key() != target_named("host").key()  # every host of ours has more than SSE2
