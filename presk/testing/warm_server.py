@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import array
 import importlib
+import io
 import json
 import os
 import select
@@ -115,11 +116,33 @@ def _own_process_needed(request: dict[str, Any]) -> bool:
     return python != {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}
 
 
+_SERVER_STREAMS: list[io.TextIOWrapper] = []
+"""The server's own `sys.std*` in a child: kept referenced, or collecting them would close the client's streams."""
+
+
+def _fresh_standard_streams() -> None:
+    """`sys.stdin`, `sys.stdout` and `sys.stderr` built over descriptors 0, 1 and 2 as a new interpreter builds
+    them (CPython's `create_stdio`): the server's were made for its own descriptors (/dev/null is seekable, a
+    pipe is not, and a tool that reconfigures its input, as filecheck does, would seek a pipe)."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        old = getattr(sys, name)
+        _SERVER_STREAMS.append(old)
+        unbuffered = fd != 0 and old.write_through  # -u or PYTHONUNBUFFERED, as the server was started
+        binary = io.open(fd, "rb" if fd == 0 else "wb", buffering=0 if unbuffered else -1, closefd=False)
+        stream = io.TextIOWrapper(
+            binary, encoding=old.encoding, errors=old.errors, newline="\n",
+            line_buffering=not unbuffered and fd != 0 and (fd == 2 or os.isatty(fd)), write_through=unbuffered,
+        )  # fmt: skip
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
 def _run_tool(request: dict[str, Any], fds: list[int], tools: dict[str, EntryPoint]) -> int:
     """In the forked child: become the client's process, then run its tool's entry point; its exit code."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
+    _fresh_standard_streams()
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

@@ -33,11 +33,13 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CLIENT = ROOT / "presk" / "testing" / "warm_client.py"
 MLP = ROOT / "corpus" / "mlp.mlir"
+CHECKS = "// CHECK: one\n// CHECK-NEXT: two\n"
+"""filecheck's checks (`{checks}` in an argv): filecheck re-encodes its standard input, which must be the pipe's."""
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[WarmServer]:
-    started = WarmServer.start(dict(os.environ), str(BIN), ["presk-opt", "presk"])
+    started = WarmServer.start(dict(os.environ), str(BIN), ["presk-opt", "presk", "filecheck"])
     assert started is not None
     yield started
     started.stop()
@@ -69,10 +71,15 @@ def outcome(done: subprocess.CompletedProcess[str]) -> tuple[int, str, str]:
         (["presk-opt", "/no/such/file.mlir"], ""),
         (["presk-opt", "-"], "func.func @f(%a: i32) -> i32 {\n  func.return %b : i32\n}\n"),
         (["presk", "run", str(MLP), "--entry", "mse", "--dim", "B=2"], ""),
+        (["filecheck", "{checks}"], "one\ntwo\n"),
+        (["filecheck", "{checks}"], "one\nthree\n"),
     ],
-    ids=["file", "stdin", "unknown-pass", "missing-file", "undefined-value", "presk-run"],
+    ids=["file", "stdin", "unknown-pass", "missing-file", "undefined-value", "presk-run", "filecheck", "filecheck-fails"],
 )
-def test_a_run_through_the_server_is_the_tool_s_own_run(server: WarmServer, argv: list[str], stdin: str) -> None:
+def test_a_run_through_the_server_is_the_tool_s_own_run(server: WarmServer, argv: list[str], stdin: str,
+                                                        tmp_path: Path) -> None:  # fmt: skip
+    (tmp_path / "checks.txt").write_text(CHECKS)
+    argv = [arg.replace("{checks}", str(tmp_path / "checks.txt")) for arg in argv]
     own = outcome(run(argv, None, stdin))
     assert outcome(run(argv, server.address, stdin)) == own
 
