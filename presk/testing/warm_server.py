@@ -227,6 +227,10 @@ def serve(address: str, tool_names: list[str]) -> None:
     finally:
         listener.close()
         os.unlink(address)
+        try:
+            os.rmdir(os.path.dirname(address))  # `WarmServer.start`'s own folder; another is left as it is
+        except OSError:
+            pass
 
 
 @dataclass

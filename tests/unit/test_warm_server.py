@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,33 @@ def test_stop_ends_the_server_and_removes_its_socket() -> None:
     started.stop()
     assert started.process.poll() is not None
     assert not os.path.exists(os.path.dirname(started.address))
+
+
+def test_the_server_ends_with_the_process_that_started_it() -> None:
+    """lit killed outright runs no `atexit`: the server sees its parent gone and ends, removing its socket."""
+    starter = (
+        "import os, sys\n"
+        "from presk.testing.warm_server import WarmServer\n"
+        f"server = WarmServer.start(dict(os.environ), {str(BIN)!r}, ['presk-opt'])\n"
+        "print(server.process.pid, server.address, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    # The server writes its errors to the starter's stderr: not captured, or run() would wait for the server too.
+    done = subprocess.run([sys.executable, "-c", starter], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True, timeout=120, check=True)  # fmt: skip
+    pid, address = done.stdout.split()
+    deadline = time.monotonic() + 30
+    while (_alive(int(pid)) or os.path.exists(os.path.dirname(address))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(int(pid)) and not os.path.exists(os.path.dirname(address))
+
+
+def _alive(pid: int) -> bool:
+    """Running: neither gone nor a zombie waiting for init to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 class _Config:
