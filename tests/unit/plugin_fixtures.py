@@ -13,6 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from presk.testing import warm_client
+from presk.testing.warm_client import SOCKET_VARIABLE
+from presk.testing.warm_server import WarmServer
+
 BIN = Path(sys.executable).parent
 
 
@@ -29,21 +33,30 @@ def install_plugin(root: Path, distribution: str, package: str, modules: dict[st
     (info / "entry_points.txt").write_text(f"[xdsl.universe]\n{lines}")
 
 
-def run_tool(tool: str, *args: str, plugins: Path | None = None, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `presk` or `presk-opt` of this environment, with `plugins` on PYTHONPATH."""
+def tool_environment(plugins: Path | None = None) -> dict[str, str]:
+    """This process's environment, with `plugins` first on PYTHONPATH."""
     env = dict(os.environ)
     if plugins is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(plugins), env.get("PYTHONPATH", "")])
-    return subprocess.run(
-        [str(BIN / tool), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=env,
-        cwd=cwd,
-    )
+    return env
+
+
+def run_tool(tool: str, *args: str, plugins: Path | None = None, stdin: str | None = None, cwd: Path | None = None,
+             server: WarmServer | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """Run `presk` or `presk-opt` of this environment, with `plugins` on PYTHONPATH.
+
+    With `server` (started with `tool_environment(plugins)`), the run is a
+    process forked from it, as lit runs the tools (`presk.testing.warm_server`):
+    the same entry point, arguments, streams and environment, without
+    importing xDSL again.
+    """
+    env = tool_environment(plugins)
+    command = [str(BIN / tool), *args]
+    if server is not None:
+        env[SOCKET_VARIABLE] = server.address
+        command = [sys.executable, "-S", str(Path(warm_client.__file__)), *command]
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=300, check=False, env=env,
+                          cwd=cwd)  # fmt: skip
 
 
 PASSES_SOURCE = '''\

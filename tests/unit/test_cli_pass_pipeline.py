@@ -2,16 +2,22 @@
 each of presk-opt's command-line inconsistencies (issue 14, faults 7 and 8).
 
 The user's passes come from a plugin installed for the test (`plugin_fixtures`),
-so these are the plugin passes the tutorial promises `presk` runs.
+so these are the plugin passes the tutorial promises `presk` runs. The tools
+run as lit runs them, forked from a warm server started with the plugin on
+its path (`presk.testing.warm_server`); `test_cli.py` and
+`test_plugin_loading.py` start them as processes of their own.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from plugin_fixtures import install_test_plugin, run_tool
+from plugin_fixtures import install_test_plugin, run_tool, tool_environment
+from presk.testing.warm_server import WarmServer
 
 PROGRAM = """\
 !T = !psk_core.tensor<[batch: 4, embed: 8]>
@@ -31,16 +37,24 @@ FOLD = "--pass-pipeline=builtin.module(psk-mul-one,dce)"
 """The example plugin's pass (installed with presk, as `make test` does), then dce."""
 
 
+_SERVERS: dict[Path, WarmServer] = {}
+"""The warm server of each installed plugin's folder."""
+
+
 @pytest.fixture(scope="module")
-def plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("plugin")
     install_test_plugin(root)
     (root / "f.mlir").write_text(PROGRAM)
-    return root
+    server = WarmServer.start(tool_environment(root), str(Path(sys.executable).parent), ["presk", "presk-opt"])
+    assert server is not None
+    _SERVERS[root] = server
+    yield root
+    server.stop()
 
 
 def _presk(plugin: Path, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
-    result = run_tool("presk", *args, plugins=plugin, stdin=stdin, cwd=plugin)
+    result = run_tool("presk", *args, plugins=plugin, stdin=stdin, cwd=plugin, server=_SERVERS[plugin])
     assert "Traceback" not in result.stderr
     return result.returncode, result.stdout, result.stderr
 
@@ -139,7 +153,7 @@ def test_errors_in_standard_input_are_placed_in_stdin(plugin: Path) -> None:
 
 def test_a_missing_file_reads_the_same_in_every_command(plugin: Path) -> None:
     expected = "presk: error: E0001: cannot open input file 'nope.mlir': no such file"
-    opt = run_tool("presk-opt", "nope.mlir", cwd=plugin)
+    opt = run_tool("presk-opt", "nope.mlir", plugins=plugin, cwd=plugin, server=_SERVERS[plugin])
     assert (opt.returncode, opt.stderr.strip()) == (1, expected)
     for command in (["run", "nope.mlir", "--entry", "f"], ["dump", "nope.mlir"], ["launches", "nope.mlir"]):
         assert _presk(plugin, *command)[::2] == (1, expected + "\n")
@@ -162,7 +176,7 @@ def test_a_missing_file_reads_the_same_in_every_command(plugin: Path) -> None:
     ],
 )
 def test_pipelines_are_given_once_and_anchored(plugin: Path, args: list[str], message: str) -> None:
-    result = run_tool("presk-opt", "f.mlir", *args, cwd=plugin)
+    result = run_tool("presk-opt", "f.mlir", *args, plugins=plugin, cwd=plugin, server=_SERVERS[plugin])
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr.strip() == f"presk: error: {message}"
 
@@ -183,7 +197,7 @@ def test_presk_refuses_a_repeated_or_bare_pipeline_too(plugin: Path) -> None:
     ],
 )
 def test_option_names_are_dashed_in_every_message(plugin: Path, spec: str, message: str) -> None:
-    result = run_tool("presk-opt", "f.mlir", "-p", spec, cwd=plugin)
+    result = run_tool("presk-opt", "f.mlir", "-p", spec, plugins=plugin, cwd=plugin, server=_SERVERS[plugin])
     assert result.returncode == 1
     name = spec.split("{")[0]
     assert result.stderr.strip() == f"presk: error: E3002: bad options for pass '{name}': {message}"
