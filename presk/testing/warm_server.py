@@ -1,18 +1,20 @@
 """A warm start for presk's tools under lit: their libraries imported once, one fork per run.
 
 lit starts `presk-opt`, `presk` and `filecheck` some three hundred times in
-presk's own suite, and each `presk-opt` spends about 0.45 s of CPU importing
-xDSL, numpy and llvmlite before it reads a line: two thirds of lit's time.
-`presk.testing.lit.configure` starts this server once per lit run, and the
-word lit substitutes for each tool is `warm_client.py`, which hands the
-server one run. A forked child then runs the tool's console entry point with
+presk's own suite, and a `presk-opt` started afresh costs about 0.4 s of CPU,
+most of it importing xDSL, numpy and llvmlite before it reads a line; forked
+from this server, 0.15 s (lit's whole suite: 237 CPU-seconds against 100,
+docs/performance.md). `presk.testing.lit.configure` starts this server once
+per lit run, and the word lit substitutes for each tool is `warm_client.py`,
+which hands the server one run. A forked child then runs the tool's console entry point with
 the client's arguments, working directory, environment and standard streams
 (passed as file descriptors, so pipes, redirections and `2>&1` behave as
 they do for a process of its own), and the client exits with its status.
 
 What the child shares with the server, and why that is safe:
-- Only third-party modules are imported before the fork (`PRELOADED`), never
-  presk's own or a plugin's. presk reads its environment (`PRESK_TARGET`,
+- Only third-party modules are imported before the fork (`PRELOADED`), and
+  of presk only the empty packages that hold this server and its client,
+  never a plugin. presk reads its environment (`PRESK_TARGET`,
   `PRESK_DEBUG`, the installed plugins) when it is imported and run, so each
   child imports presk afresh under the environment of its RUN line, as a
   new process would.
