@@ -199,6 +199,10 @@ def _serve_one(connection: socket.socket, tools: dict[str, EntryPoint]) -> None:
     connection.sendall(struct.pack("<i", os.waitstatus_to_exitcode(status)))
 
 
+def _end(_signal: int, _frame: object) -> None:
+    sys.exit(0)
+
+
 def serve(address: str, tool_names: list[str]) -> None:
     """Import `PRELOADED`, listen on the Unix socket `address`, fork a child per connection."""
     for name in PRELOADED:
@@ -209,6 +213,7 @@ def serve(address: str, tool_names: list[str]) -> None:
     tools = {ep.name: ep for ep in entry_points(group="console_scripts") if ep.name in tool_names}
     parent = os.getppid()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the serving children are reaped by the kernel
+    signal.signal(signal.SIGTERM, _end)  # a `kill` too removes the socket (the `finally` below)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
     listener.listen(64)
@@ -221,6 +226,7 @@ def serve(address: str, tool_names: list[str]) -> None:
             if os.fork() == 0:
                 listener.close()
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # this child waits for its tool
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)  # and it and its tool die of a kill, as a process does
                 try:
                     _serve_one(connection, tools)
                 finally:

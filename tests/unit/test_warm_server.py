@@ -144,10 +144,19 @@ def test_the_client_takes_the_status_the_server_sends(tmp_path: Path, status: in
         assert done.returncode == status and done.stdout == ""
 
 
-def test_stop_ends_the_server_and_removes_its_socket() -> None:
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_the_server_ends_and_removes_its_socket(how: str) -> None:
+    """By `stop`, or by a plain `kill` (SIGTERM) from outside, which leaves its folder to the server alone."""
     started = WarmServer.start(dict(os.environ), str(BIN), ["presk-opt"])
     assert started is not None and os.path.exists(started.address)
-    started.stop()
+    if how == "stop":
+        started.stop()
+    else:
+        started.process.send_signal(signal.SIGTERM)
+        started.process.wait(timeout=30)
+        assert started.process.returncode == 0  # it ended through its `finally`, not killed by the signal
+        assert started.process.stdout is not None
+        started.process.stdout.close()
     assert started.process.poll() is not None
     assert not os.path.exists(os.path.dirname(started.address))
 
