@@ -29,6 +29,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from presk.testing.warm_client import SOCKET_VARIABLE, client_command
+
 TOOLS: tuple[str, ...] = ("presk-opt", "presk", "filecheck")
 """The tools a RUN line names, substituted by their path in lit's environment."""
 
@@ -81,15 +83,13 @@ def configure(
             config.environment[variable] = os.environ[variable]
     tools = list(tools)
     warm = os.environ.get(WARM_VARIABLE, "1") != "0" and _start_warm_server(config, tool_dir, tools)
-    client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_client.py")
     for tool in tools:
         path = os.path.join(tool_dir, tool)
-        config.substitutions.append((tool_pattern(tool), f"{sys.executable} -S {client} {path}" if warm else path))
+        config.substitutions.append((tool_pattern(tool), " ".join(client_command(path)) if warm else path))
 
 
 def _start_warm_server(config: Any, tool_dir: str, tools: list[str]) -> bool:
     """Start the warm server for this lit run, stopped when lit exits; False if it does not come up."""
-    from presk.testing.warm_client import SOCKET_VARIABLE
     from presk.testing.warm_server import WarmServer
 
     server = WarmServer.start(dict(config.environment), tool_dir, tools)

@@ -28,12 +28,18 @@ def _run_the_tool_itself(argv: list[str]) -> None:
     os.execv(argv[0], argv)
 
 
-def _receive_exactly(connection: socket.socket, size: int) -> bytes:
+def client_command(tool_path: str) -> list[str]:
+    """The command that runs `tool_path` through this client (lit's substitution, the tests' runs)."""
+    return [sys.executable, "-S", os.path.abspath(__file__), tool_path]
+
+
+def receive_exactly(connection: socket.socket, size: int) -> bytes | None:
+    """`size` bytes from `connection`, or None when it closes first."""
     data = b""
     while len(data) < size:
         chunk = connection.recv(size - len(data))
         if not chunk:
-            sys.exit(f"presk: error: the warm server ended during the run of {os.path.basename(sys.argv[1])}")
+            return None
         data += chunk
     return data
 
@@ -52,7 +58,10 @@ def main() -> None:
     body = json.dumps(request).encode()
     streams = array.array("i", [0, 1, 2])
     connection.sendmsg([struct.pack("<Q", len(body)) + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, streams)])
-    (status,) = struct.unpack("<i", _receive_exactly(connection, 4))
+    answer = receive_exactly(connection, 4)
+    if answer is None:
+        sys.exit(f"presk: error: the warm server ended during the run of {os.path.basename(argv[0])}")
+    (status,) = struct.unpack("<i", answer)
     if status == OWN_PROCESS:
         _run_the_tool_itself(argv)
     if status < 0:

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from presk.testing.warm_client import OWN_PROCESS
+from presk.testing.warm_client import OWN_PROCESS, receive_exactly
 
 READY = "ready"
 """The line the server prints once it listens."""
@@ -102,12 +102,9 @@ def _receive_request(connection: socket.socket) -> tuple[dict[str, Any], list[in
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
     (size,) = struct.unpack("<Q", header)
-    body = b""
-    while len(body) < size:
-        chunk = connection.recv(size - len(body))
-        if not chunk:
-            raise ConnectionError("the client closed the connection")
-        body += chunk
+    body = receive_exactly(connection, size)
+    if body is None:
+        raise ConnectionError("the client closed the connection")
     return json.loads(body), list(fds)
 
 

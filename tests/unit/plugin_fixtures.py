@@ -13,8 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from presk.testing import warm_client
-from presk.testing.warm_client import SOCKET_VARIABLE
+from presk.testing.warm_client import SOCKET_VARIABLE, client_command
 from presk.testing.warm_server import WarmServer
 
 BIN = Path(sys.executable).parent
@@ -54,7 +53,7 @@ def run_tool(tool: str, *args: str, plugins: Path | None = None, stdin: str | No
     command = [str(BIN / tool), *args]
     if server is not None:
         env[SOCKET_VARIABLE] = server.address
-        command = [sys.executable, "-S", str(Path(warm_client.__file__)), *command]
+        command = [*client_command(str(BIN / tool)), *args]
     return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=300, check=False, env=env,
                           cwd=cwd)  # fmt: skip
 

@@ -27,13 +27,13 @@ import pytest
 
 from plugin_fixtures import install_test_plugin
 from presk.testing import lit
-from presk.testing.warm_client import OWN_PROCESS, SOCKET_VARIABLE
+from presk.testing.warm_client import OWN_PROCESS, SOCKET_VARIABLE, client_command, receive_exactly
 from presk.testing.warm_server import WarmServer
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-CLIENT = ROOT / "presk" / "testing" / "warm_client.py"
 MLP = ROOT / "corpus" / "mlp.mlir"
+CLIENT = ROOT / "presk" / "testing" / "warm_client.py"
 CHECKS = "// CHECK: one\n// CHECK-NEXT: two\n"
 """filecheck's checks (`{checks}` in an argv): filecheck re-encodes its standard input, which must be the pipe's."""
 
@@ -54,7 +54,7 @@ def run(argv: list[str], address: str | None, stdin: str = "", cwd: Path | None 
     command = [str(BIN / argv[0]), *argv[1:]]
     if address is not None:
         environment[SOCKET_VARIABLE] = address
-        command = [sys.executable, "-S", str(CLIENT), *command]
+        command = [*client_command(command[0]), *command[1:]]
     return subprocess.run(command, input=stdin, capture_output=True, text=True, cwd=cwd, env=environment,
                           timeout=120, check=False)  # fmt: skip
 
@@ -111,7 +111,8 @@ def test_without_a_server_the_client_runs_the_tool_itself(tmp_path: Path) -> Non
     assert own[0] == 0
 
 
-def _answer_once(listener: socket.socket, status: int) -> None:
+def _answer_once(listener: socket.socket, status: int | None) -> None:
+    """Take one run and answer `status`, or close without answering when it is None."""
     connection, _ = listener.accept()
     with connection:
         header, ancillary, _flags, _address = connection.recvmsg(8, socket.CMSG_SPACE(12))
@@ -119,11 +120,10 @@ def _answer_once(listener: socket.socket, status: int) -> None:
             for fd in struct.unpack(f"<{len(data) // 4}i", data[: len(data) // 4 * 4]):
                 os.close(fd)
         (size,) = struct.unpack("<Q", header)
-        body = b""
-        while len(body) < size:
-            body += connection.recv(size - len(body))
-        assert json.loads(body)["tool"] == "presk-opt"
-        connection.sendall(struct.pack("<i", status))
+        body = receive_exactly(connection, size)
+        assert body is not None and json.loads(body)["tool"] == "presk-opt"
+        if status is not None:
+            connection.sendall(struct.pack("<i", status))
 
 
 @pytest.mark.parametrize("status", [-signal.SIGSEGV, OWN_PROCESS, 3])
@@ -142,6 +142,19 @@ def test_the_client_takes_the_status_the_server_sends(tmp_path: Path, status: in
         assert outcome(done) == outcome(run(["presk-opt", str(MLP)], None))
     else:
         assert done.returncode == status and done.stdout == ""
+
+
+def test_a_server_ending_during_a_run_is_one_error_line(tmp_path: Path) -> None:
+    address = str(tmp_path / "socket")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(address)
+        listener.listen(1)
+        answering = threading.Thread(target=_answer_once, args=(listener, None))
+        answering.start()
+        done = run(["presk-opt", str(MLP)], address)
+        answering.join(timeout=60)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == "presk: error: the warm server ended during the run of presk-opt\n"
 
 
 @pytest.mark.parametrize("how", ["stop", "kill"])
