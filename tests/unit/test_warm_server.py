@@ -126,10 +126,8 @@ def _answer_once(listener: socket.socket, status: int | None) -> None:
             connection.sendall(struct.pack("<i", status))
 
 
-@pytest.mark.parametrize("status", [-signal.SIGSEGV, OWN_PROCESS, 3])
-def test_the_client_takes_the_status_the_server_sends(tmp_path: Path, status: int) -> None:
-    """A tool killed by a signal kills the client with it (lit's `not --crash`); the server's refusal
-    makes the client run the tool itself; an exit code is the client's."""
+def _run_against_a_fake_server(tmp_path: Path, status: int | None) -> subprocess.CompletedProcess[str]:
+    """`presk-opt` on the MLP through the client, against a server that answers `status` (`_answer_once`)."""
     address = str(tmp_path / "socket")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
         listener.bind(address)
@@ -138,6 +136,14 @@ def test_the_client_takes_the_status_the_server_sends(tmp_path: Path, status: in
         answering.start()
         done = run(["presk-opt", str(MLP)], address)
         answering.join(timeout=60)
+    return done
+
+
+@pytest.mark.parametrize("status", [-signal.SIGSEGV, OWN_PROCESS, 3])
+def test_the_client_takes_the_status_the_server_sends(tmp_path: Path, status: int) -> None:
+    """A tool killed by a signal kills the client with it (lit's `not --crash`); the server's refusal
+    makes the client run the tool itself; an exit code is the client's."""
+    done = _run_against_a_fake_server(tmp_path, status)
     if status == OWN_PROCESS:
         assert outcome(done) == outcome(run(["presk-opt", str(MLP)], None))
     else:
@@ -145,14 +151,7 @@ def test_the_client_takes_the_status_the_server_sends(tmp_path: Path, status: in
 
 
 def test_a_server_ending_during_a_run_is_one_error_line(tmp_path: Path) -> None:
-    address = str(tmp_path / "socket")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(address)
-        listener.listen(1)
-        answering = threading.Thread(target=_answer_once, args=(listener, None))
-        answering.start()
-        done = run(["presk-opt", str(MLP)], address)
-        answering.join(timeout=60)
+    done = _run_against_a_fake_server(tmp_path, None)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == "presk: error: the warm server ended during the run of presk-opt\n"
 
