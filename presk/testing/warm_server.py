@@ -214,8 +214,8 @@ def serve(address: str, tool_names: list[str]) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
     listener.listen(64)
-    print(READY, flush=True)
     try:
+        print(READY, flush=True)  # inside the `try`: a SIGTERM right after it still removes the socket
         while os.getppid() == parent:
             if not select.select([listener], [], [], 1.0)[0]:
                 continue
