@@ -143,18 +143,21 @@ class LayoutAttr(ParametrizedAttribute):
 
     @property
     def stated(self) -> dict[str, Any]:
-        return json.loads(self.stated_json.data)
+        """A fresh dict each time: callers may change it without changing the attribute."""
+        return _decisions(self.stated_json.data)
 
     @property
     def defaults(self) -> dict[str, Any]:
-        return json.loads(self.defaults_json.data)
+        return _decisions(self.defaults_json.data)
 
     def decision(self, name: str) -> Any:
         """The stated value, else the default, else None (the nest has no such decision)."""
         return self.stated.get(name, self.defaults.get(name))
 
     def with_defaults(self, defaults: Mapping[str, Any]) -> LayoutAttr:
-        return LayoutAttr(self.stated, defaults)
+        stated = self.stated
+        kept = {k: v for k, v in defaults.items() if k not in stated}
+        return LayoutAttr.new((self.stated_json, StringAttr(_canonical(kept))))  # the stated part is canonical already
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -196,6 +199,34 @@ def _is_json_object(text: str) -> bool:
         return isinstance(json.loads(text), dict)
     except json.JSONDecodeError:
         return False
+
+
+def _decisions(text: str) -> dict[str, Any]:
+    """The decisions of a layout's JSON, a fresh dict the caller may change.
+
+    Copied from one decoding kept per text, down to the values' own lists and
+    objects when those hold numbers and strings alone (a tile, a split): a
+    fifth of what decoding again costs, and the layout checks read a nest's
+    decisions several times at every point of its space. Deeper values (only
+    a layout the verifier refuses has them) are decoded again.
+    """
+    decisions, flat = _decoded(text)
+    if not flat:
+        return json.loads(text)
+    return {name: value.copy() if isinstance(value, list | dict) else value for name, value in decisions.items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _decoded(text: str) -> tuple[dict[str, Any], bool]:
+    """The decoded object, never handed out, and whether every value is one level deep at most."""
+    decisions = json.loads(text)
+    flat = isinstance(decisions, dict) and all(
+        not isinstance(inner, list | dict)
+        for value in decisions.values()
+        if isinstance(value, list | dict)
+        for inner in (value.values() if isinstance(value, dict) else value)
+    )
+    return decisions, flat
 
 
 _DECISION_ORDER = {name: i for i, name in enumerate(DECISIONS)}
@@ -516,7 +547,8 @@ def resolved_defaults(op: SiteOp, env: Mapping[str, int] | None = None) -> dict[
     if shape is not None and isinstance(shape.j_size, str) and env and shape.j_size in env:
         shape = replace(shape, j_size=env[shape.j_size])
     stated = op.layout.stated if op.layout is not None else {}
-    return default_layout(op.kind, shape, storage, stated)  # type: ignore[attr-defined]
+    kind: NestKind = "contraction" if shape is not None else op.kind  # type: ignore[attr-defined]  # what `kind` finds
+    return default_layout(kind, shape, storage, stated)
 
 
 def is_real_valued(t: Attribute) -> bool:

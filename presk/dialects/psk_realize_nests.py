@@ -13,6 +13,7 @@ launch counter and the kernel lowering share one definition.
 
 from __future__ import annotations
 
+import operator
 import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -89,12 +90,14 @@ def contraction(op: Operation) -> Contraction | None:
     """
     if not isinstance(op, core.DotOp | core.EinOp):
         return None
-    inputs = (*(v.type for v in op.operands), op.results[0].type, *op.properties.values())
+    inputs = [v.type for v in op.operands]
+    inputs.append(op.results[0].type)
+    inputs.extend(op.properties.values())
     kept = _CONTRACTIONS.get(op)
-    if kept is not None and len(kept[0]) == len(inputs) and all(a is b for a, b in zip(kept[0], inputs)):
+    if kept is not None and len(kept[0]) == len(inputs) and all(map(operator.is_, kept[0], inputs)):
         return kept[1]
     found = _dot_contraction(op) if isinstance(op, core.DotOp) else _ein_contraction(op)
-    _CONTRACTIONS[op] = (inputs, found)
+    _CONTRACTIONS[op] = (tuple(inputs), found)
     return found
 
 

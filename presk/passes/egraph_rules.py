@@ -32,6 +32,8 @@ what extraction writes back verifies.
 
 from __future__ import annotations
 
+import functools
+
 from egglog import (
     Expr,
     Fact,
@@ -312,9 +314,15 @@ def rule_names() -> list[str]:
 
 def build_ruleset(families: tuple[str, ...] | None = None) -> Ruleset:
     """The typing rules and the rewrite rules of `families` (all when None), as one egglog ruleset."""
+    return ruleset(*TYPING, *_compiled(families))
+
+
+@functools.cache
+def _compiled(families: tuple[str, ...] | None) -> tuple:
+    """The rewrite rules of `families`, built once: every function's e-graph runs the same ones (the
+    caller's ruleset is new each time, since a function's own rules join it)."""
     chosen = FAMILIES if families is None else {f: FAMILIES[f] for f in families}
-    compiled = [r for rules in chosen.values() for name, lhs, rhs, guards in rules for r in _compile(name, lhs, rhs, guards)]
-    return ruleset(*TYPING, *compiled)
+    return tuple(r for rules in chosen.values() for name, lhs, rhs, guards in rules for r in _compile(name, lhs, rhs, guards))
 
 
 def zeros_record_rule(record_type: int, header_fields: int) -> list:

@@ -80,7 +80,7 @@ from presk.dialects.psk_realize import (
 )
 from presk.dialects.psk_realize_layout import BOTH_PACKS, default_layout, packs_operand_1
 from presk.dialects.psk_realize_layout import layout_violation as first_check_violation
-from presk.dialects.psk_realize_nests import Contraction, contraction
+from presk.dialects.psk_realize_nests import Contraction, NestKind, contraction
 from presk.ir.locations import error_at
 from presk.lowering.contraction import TiledLayout, tiled_layout
 from presk.lowering.row_blocks import jam_factor
@@ -149,7 +149,7 @@ def _bound_contraction(shape: Contraction, env: Mapping[str, int]) -> Contractio
     return replace(shape, j_size=shape.j_size if j is None else j, k_size=shape.k_size if k is None else k)
 
 
-def launch_layout(site: SiteOp, env: Mapping[str, int]) -> dict[str, Json]:
+def launch_layout(site: SiteOp, env: Mapping[str, int], kind: NestKind | None = None) -> dict[str, Json]:
     """Every decision of the site at launch: the stated ones over `resolved_defaults(site, env)`.
 
     A default that `resolved_defaults` leaves `"at launch"` (J bound through
@@ -158,13 +158,14 @@ def launch_layout(site: SiteOp, env: Mapping[str, int]) -> dict[str, Json]:
     whose default form is row-wise) takes its neutral value: tile [1, 1],
     no k-block, order "IJ" (with a k-block "IJK"), one lane, no pack.
     """
+    kind = site.kind if kind is None else kind  # a caller that knows it saves reading it again
     defaults = resolved_defaults(site, env)
     if any(value == UNBOUND for value in defaults.values()) and isinstance(site, NestOp):
         shape = contraction(site.primitive)
         if shape is not None:
-            defaults = default_layout(site.kind, _bound_contraction(shape, env), site_types(site)[0])
+            defaults = default_layout(kind, _bound_contraction(shape, env), site_types(site)[0])
     layout = {**defaults, **_stated(site)}
-    if site.kind == "contraction":
+    if kind == "contraction":
         layout.setdefault("form", "tiled")
         if layout["form"] == "tiled":
             for name, neutral in (("tile", [1, 1]), ("kblock", "none"), ("lanes", 1), ("pack", False)):
@@ -376,9 +377,10 @@ def layout_violation(site: SiteOp, env: Mapping[str, int], machine: Machine) -> 
     evaluated.
     """
     stated = _stated(site)
-    if (first := first_check_violation(site.kind, stated)) is not None:
+    kind = site.kind
+    if (first := first_check_violation(kind, stated)) is not None:
         return LayoutViolation(FIRST_CHECK, *first)
-    layout = launch_layout(site, env)
+    layout = launch_layout(site, env, kind)
     storage, arith = site_types(site)
     shape = contraction(site.primitive) if isinstance(site, NestOp) else None
     checks: list[Callable[[], LayoutViolation | None]]
@@ -399,7 +401,7 @@ def layout_violation(site: SiteOp, env: Mapping[str, int], machine: Machine) -> 
                 lambda: _condition_8(site, layout, env),
                 lambda: _epilogue(site, shape, layout, env),
             ]
-    elif site.kind == "softmax":
+    elif kind == "softmax":
         checks = [
             lambda: _condition_5(layout, machine),
             lambda: _condition_7_softmax(layout, storage, arith),
