@@ -269,6 +269,30 @@ def test_a_layout_outside_its_domains_is_reported_as_the_first_check_would() -> 
     assert violation.text == violation.reason  # no condition number: the first check's own words
 
 
+def test_a_layout_hands_out_its_decisions_as_fresh_copies() -> None:
+    """The checks read a layout's decisions from one decoding kept per JSON text: what `stated` and
+    `defaults` return may be changed, a tile's list or a split's object inside it too, without changing the
+    attribute or the next read; a deeper value (which the verifier refuses) reads back whole as well.
+    `with_defaults` keeps the stated part as it is and drops the defaults it states."""
+    layout = LayoutAttr({"split": {"depth": 0, "workers": 2}, "tile": [4, 16]}, {"kblock": 32, "order": "IJK"})
+    stated, defaults = layout.stated, layout.defaults
+    stated["tile"].append(99)
+    stated["split"]["depth"] = 5
+    stated["lanes"] = 8
+    defaults["order"] = "JI"
+    assert layout.stated == {"tile": [4, 16], "split": {"depth": 0, "workers": 2}}
+    assert layout.defaults == {"kblock": 32, "order": "IJK"}
+    assert layout.stated_json.data == '{"tile":[4,16],"split":{"depth":0,"workers":2}}'
+    deep = LayoutAttr({"tile": [[1, 2], [3]]})
+    deep.stated["tile"][0].append(7)
+    got = deep.stated
+    got["tile"][0].append(7)
+    assert deep.stated == {"tile": [[1, 2], [3]]}
+    both = layout.with_defaults({"tile": [1, 1], "kblock": "none", "lanes": 8})
+    assert both == LayoutAttr(layout.stated, {"tile": [1, 1], "kblock": "none", "lanes": 8})
+    assert both.stated == layout.stated and both.defaults == {"kblock": "none", "lanes": 8}
+
+
 # --------------------------------------------------------------------------
 # Condition 3: the tile and the k-block fit in the axes, a tile divides the axes of the block loops a
 # k-block loop encloses; row-wise has none of them.
