@@ -206,7 +206,8 @@ def _decisions(text: str) -> dict[str, Any]:
 
     Copied from one decoding kept per text, down to the values' own lists and
     objects when those hold numbers and strings alone (a tile, a split): a
-    fifth of what decoding again costs, and the layout checks read a nest's
+    third to a half of what decoding again costs (0.6 against 1.8 µs for one
+    decision, 2.7 against 4.5 for eight), and the layout checks read a nest's
     decisions several times at every point of its space. Deeper values (only
     a layout the verifier refuses has them) are decoded again.
     """
@@ -547,7 +548,8 @@ def resolved_defaults(op: SiteOp, env: Mapping[str, int] | None = None) -> dict[
     if shape is not None and isinstance(shape.j_size, str) and env and shape.j_size in env:
         shape = replace(shape, j_size=env[shape.j_size])
     stated = op.layout.stated if op.layout is not None else {}
-    kind: NestKind = "contraction" if shape is not None else op.kind  # type: ignore[attr-defined]  # what `kind` finds
+    # A contraction pattern is what makes a nest's kind "contraction": no need to look for it again.
+    kind: NestKind = "contraction" if shape is not None else op.kind  # type: ignore[attr-defined]
     return default_layout(kind, shape, storage, stated)
 
 
