@@ -234,6 +234,27 @@ def test_hypothesis_f64(hardware: Fma, a: float, b: float, c: float) -> None:
     _check(hardware, *(np.array([v]) for v in (a, b, c)))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shapes", [((48, 1), (1, 40), (48, 40)), ((6, 1, 8, 1), (1, 1, 1, 32), (6, 1, 8, 32)), ((1,), (900,), (1,))]
+)
+def test_operands_of_one_type_broadcast_as_the_interpreter_gives_them(
+    hardware: Fma, dtype: type, shapes: tuple[tuple[int, ...], ...]
+) -> None:
+    """A tile's column against its row and the sums (three arrays of one type and different shapes, which
+    the emulation broadcasts as it goes): the bits of the operands broadcast first, random bit patterns
+    (the exact fallback's cases among them) and the normal range alike."""
+    rng = np.random.default_rng(sum(map(len, shapes)))
+    for operands in (
+        [_random_bits(rng, dtype, int(np.prod(shape))).reshape(shape) for shape in shapes],
+        [rng.standard_normal(shape).astype(dtype) for shape in shapes],
+    ):
+        got = fma(*operands)
+        broadcast = [np.ascontiguousarray(v) for v in np.broadcast_arrays(*operands)]
+        assert got.shape == broadcast[0].shape and got.dtype == dtype
+        assert_same(got, hardware(*broadcast), tuple(broadcast))
+
+
 def test_dtype_broadcasting_and_scalars() -> None:
     """Python floats are weak (a float32 stays float32); 0-d gives a scalar."""
     x = np.array([1.0, 2.0, 3.0], dtype=np.float32)
