@@ -192,11 +192,11 @@ class LayoutAttr(ParametrizedAttribute):
                 raise VerifyException(f"a layout's decisions are a JSON object, not {part.data!r}")
 
 
-@functools.lru_cache(maxsize=4096)
 def _is_json_object(text: str) -> bool:
-    """Memoized: a plan's search builds the same few layouts thousands of times, each verified."""
+    """Read through `_decoded`'s one decoding per text: a plan's search builds the same few layouts thousands
+    of times, each verified."""
     try:
-        return isinstance(json.loads(text), dict)
+        return isinstance(_decoded(text)[0], dict)
     except json.JSONDecodeError:
         return False
 

@@ -66,25 +66,32 @@ def fma(a: ArrayLike, b: ArrayLike, c: ArrayLike) -> np.ndarray:
     `fma(x32, 2.0, y32)` stays float32) and must be float32 or float64.
     0-d operands give a numpy scalar, like a ufunc.
     """
+    x, y, z = _operands(a, b, c)
+    with np.errstate(all="ignore"):
+        out = _fma32(x, y, z) if x.dtype == np.float32 else _fma64(x, y, z)
+    return out[()] if out.ndim == 0 else out
+
+
+def _operands(a: ArrayLike, b: ArrayLike, c: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The operands as arrays of their promoted type, broadcast to one shape.
+
+    Three non-empty arrays of one type (the kernel interpreter's usual call,
+    a tile's column against its row) are taken as they are: promoting and
+    broadcasting them cost a third of a call on a tile's few elements, and
+    the emulation's elementwise steps broadcast by themselves (its general
+    path broadcasts first).
+    """
     if (
         type(a) is np.ndarray and type(b) is np.ndarray and type(c) is np.ndarray
         and a.dtype == b.dtype == c.dtype and a.dtype in _EMULATED and a.size and b.size and c.size
     ):  # fmt: skip
-        # The kernel interpreter's usual call (three arrays of one type, a tile's column against its row),
-        # without the promotion and the broadcast copies below, a third of a call on a tile's few elements.
-        # The emulation's elementwise steps broadcast by themselves; its general path broadcasts first.
-        with np.errstate(all="ignore"):
-            out = _fma32(a, b, c) if a.dtype == np.float32 else _fma64(a, b, c)
-        return out[()] if out.ndim == 0 else out
+        return a, b, c
     operands = [v if isinstance(v, (float, int)) else np.asarray(v) for v in (a, b, c)]
     dtype = np.result_type(*operands)
-    arrays = [np.asarray(v) for v in operands]
-    if dtype not in (np.float32, np.float64):
+    if dtype not in _EMULATED:
         raise TypeError(f"fma supports float32 and float64, not {dtype}")
-    x, y, z = np.broadcast_arrays(*(v.astype(dtype, copy=False) for v in arrays))
-    with np.errstate(all="ignore"):
-        out = _fma32(x, y, z) if dtype == np.float32 else _fma64(x, y, z)
-    return out[()] if out.ndim == 0 else out
+    x, y, z = np.broadcast_arrays(*(np.asarray(v).astype(dtype, copy=False) for v in operands))
+    return x, y, z
 
 
 def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
