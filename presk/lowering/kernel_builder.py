@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IndexType,
+    IntegerAttr,
     IntegerType,
     MemRefType,
     UnitAttr,
@@ -31,10 +32,12 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from presk.dialects.psk_kernel import PARALLEL, SUBNORMAL_NUMERATOR
+from presk.ir.build import NO_FASTMATH, NO_OVERFLOW, create
 
 FLOAT_TYPES: dict[str, Attribute] = {"f64": Float64Type(), "f32": Float32Type(), "bf16": BFloat16Type()}
 INDEX_ELEMENT = i64
 """Index tensors are buffers of i64."""
+_INDEX = IndexType()
 
 
 def float_type(name: str) -> Attribute:
@@ -56,7 +59,12 @@ class Loop:
 
 
 class KernelBuilder:
-    """Appends ops to a kernel body, one block at a time."""
+    """Appends ops to a kernel body, one block at a time.
+
+    The ops a register tile repeats (loads, stores, fmas, the index and
+    element arithmetic, constants) are built with `presk.ir.build.create`,
+    a third of the cost of their constructors: a tile emits hundreds.
+    """
 
     def __init__(self, block: Block) -> None:
         self.entry = block
@@ -73,7 +81,7 @@ class KernelBuilder:
     def index(self, n: int) -> SSAValue:
         """An index constant, created once per kernel at the top of its body, where it dominates every use."""
         if n not in self._index_constants:
-            op = arith.ConstantOp.from_int_and_width(n, IndexType())
+            op = create(arith.ConstantOp, (), (_INDEX,), {"value": IntegerAttr(n, _INDEX)})
             if self._last_constant is not None:
                 self.entry.insert_op_after(op, self._last_constant)
             elif self.entry.first_op is not None:
@@ -85,7 +93,7 @@ class KernelBuilder:
         return self._index_constants[n]
 
     def real(self, value: float, t: Attribute) -> SSAValue:
-        return self.add(arith.ConstantOp(FloatAttr(value, t)))  # type: ignore[arg-type]
+        return self.add(create(arith.ConstantOp, (), (t,), {"value": FloatAttr(value, t)}))  # type: ignore[arg-type]
 
     def integer(self, value: int, t: IntegerType = INDEX_ELEMENT) -> SSAValue:
         return self.add(arith.ConstantOp.from_int_and_width(value, t))
@@ -93,10 +101,11 @@ class KernelBuilder:
     # -- memory ----------------------------------------------------------------
 
     def load(self, buffer: SSAValue, indices: Sequence[SSAValue]) -> SSAValue:
-        return self.add(memref.LoadOp.get(buffer, list(indices)))
+        assert isinstance(buffer.type, MemRefType)
+        return self.add(create(memref.LoadOp, (buffer, *indices), (buffer.type.element_type,)))
 
     def store(self, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
-        self.add(memref.StoreOp.get(value, buffer, list(indices)))
+        self.add(create(memref.StoreOp, (value, buffer, *indices)))
 
     def vector_load(self, buffer: SSAValue, indices: Sequence[SSAValue], lanes: int) -> SSAValue:
         """`lanes` consecutive elements along the buffer's last axis, from `indices` on."""
@@ -117,8 +126,8 @@ class KernelBuilder:
             return value
         assert isinstance(value.type, AnyFloat) and isinstance(to, AnyFloat), (value.type, to)
         if value.type.bitwidth < to.bitwidth:
-            return self.add(arith.ExtFOp(value, to))
-        return self.add(arith.TruncFOp(value, to))
+            return self.add(create(arith.ExtFOp, (value,), (to,)))
+        return self.add(create(arith.TruncFOp, (value,), (to,)))
 
     def load_real(self, buffer: SSAValue, indices: Sequence[SSAValue], arith_type: Attribute) -> SSAValue:
         return self.convert(self.load(buffer, indices), arith_type)
@@ -130,13 +139,13 @@ class KernelBuilder:
     # -- arithmetic --------------------------------------------------------------
 
     def addf(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add(arith.AddfOp(a, b))
+        return self.add(create(arith.AddfOp, (a, b), (a.type,), {"fastmath": NO_FASTMATH}))
 
     def subf(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add(arith.SubfOp(a, b))
+        return self.add(create(arith.SubfOp, (a, b), (a.type,), {"fastmath": NO_FASTMATH}))
 
     def mulf(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add(arith.MulfOp(a, b))
+        return self.add(create(arith.MulfOp, (a, b), (a.type,), {"fastmath": NO_FASTMATH}))
 
     def divf(self, a: SSAValue, b: SSAValue, subnormal_numerator: bool = False) -> SSAValue:
         """a / b; `subnormal_numerator` marks a division whose numerator is often subnormal (`SUBNORMAL_NUMERATOR`)."""
@@ -149,10 +158,10 @@ class KernelBuilder:
         return self.add(arith.MaximumfOp(a, b))
 
     def fma(self, a: SSAValue, b: SSAValue, c: SSAValue) -> SSAValue:
-        return self.add(math.FmaOp(a, b, c))
+        return self.add(create(math.FmaOp, (a, b, c), (a.type,), {"fastmath": NO_FASTMATH}))
 
     def select(self, cond: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.add(arith.SelectOp(cond, a, b))
+        return self.add(create(arith.SelectOp, (cond, a, b), (a.type,)))
 
     def cmpf(self, a: SSAValue, b: SSAValue, predicate: str) -> SSAValue:
         return self.add(arith.CmpfOp(a, b, predicate))
@@ -170,14 +179,17 @@ class KernelBuilder:
 
     def offset(self, base: SSAValue, scale: int, inner: int | SSAValue) -> SSAValue:
         """`base * scale + inner` on indices (a tile's row or column)."""
-        scaled = base if scale == 1 else self.add(arith.MuliOp(base, self.index(scale)))
+        scaled = base if scale == 1 else self._index_op(arith.MuliOp, base, self.index(scale))
         if isinstance(inner, int):
-            return scaled if inner == 0 else self.add(arith.AddiOp(scaled, self.index(inner)))
-        return self.add(arith.AddiOp(scaled, inner))
+            return scaled if inner == 0 else self._index_op(arith.AddiOp, scaled, self.index(inner))
+        return self._index_op(arith.AddiOp, scaled, inner)
+
+    def _index_op(self, op_type: type[arith.AddiOp | arith.MuliOp], a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(create(op_type, (a, b), (a.type,), {"overflowFlags": NO_OVERFLOW}))
 
     def min_index(self, a: SSAValue, b: SSAValue) -> SSAValue:
         """The smaller of two indices (`arith.minsi`): a last block shifted back to end at its axis's end."""
-        return self.add(arith.MinSIOp(a, b))
+        return self.add(create(arith.MinSIOp, (a, b), (a.type,)))
 
     def bool_to_i64(self, cond: SSAValue) -> SSAValue:
         assert cond.type == i1
