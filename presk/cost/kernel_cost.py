@@ -128,5 +128,7 @@ def split_workers(splittable: bool, declared: int | None, operations: int, machi
 def default_split(kernel: KernelOp, machine: Machine) -> int:
     """Workers the executor runs `kernel` on (its split loop divided among them; 1: not split)."""
     splittable = split_loop(kernel) is not None
-    operations = weighted_operations(kernel) if splittable else 0
-    return split_workers(splittable, declared_workers(kernel), operations, machine)
+    declared = declared_workers(kernel)
+    # A layout's split decides alone: the count, a walk of the whole kernel, is needed only without one.
+    operations = weighted_operations(kernel) if splittable and declared is None else 0
+    return split_workers(splittable, declared, operations, machine)
