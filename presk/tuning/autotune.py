@@ -79,7 +79,7 @@ from presk.tuning import calibration
 from presk.tuning.calibration import MIN_CALLS, Progress
 from presk.tuning.plan import (
     ISOLATED_FUNCTION, Isolated, Nest, Pricer, capture, isolated_record, launched_kernels, legal_points,
-    profile_pricer, with_epilogue,
+    price_ahead, profile_pricer, with_epilogue,
 )
 from presk.tuning.space import SPACES, Point, point_key
 
@@ -515,32 +515,42 @@ def _prefill(pricer: Pricer, nests: Sequence[Nest], records: Sequence[Mapping[st
 
 def _price_all(nests: Sequence[Nest], legal: Mapping[str, list[Point]], pricer: Pricer, results_path: str,
                machine_key: str, profile_id: str | None, space: str, err: TextIO) -> None:  # fmt: skip
-    """Price every legal point at every shape (the slow, static part), one prices line per shape priced."""
-    work: dict[str, tuple[Isolated, str, list[Point]]] = {}
+    """Price every legal point at every shape (the slow, static part), one prices line per shape priced.
+
+    Each shape is priced as `presk plan` prices it (`price_ahead`: the points
+    that share a lowering together, over the plan's processes), so that a
+    line's seconds are what the static choice costs: statement N of
+    `presk rank` compares them with the sweep's.
+    """
+    work: dict[str, tuple[Isolated, Nest, list[Point]]] = {}
     for nest in nests:
         for iso, _ in nest.shapes:
-            entry = work.setdefault(shape_key(iso), (iso, nest.site, []))
+            entry = work.setdefault(shape_key(iso), (iso, nest, []))
             seen = {point_key(p) for p in entry[2]}
             entry[2].extend(p for p in legal[nest.site] if point_key(p) not in seen)
     todo = sum(1 for iso, _, points in work.values() for p in points if not pricer.cached(iso, p))
     progress = Progress(todo, label="pricing", stream=err)
     try:
-        for key, (iso, site, points) in work.items():
+        for key, (iso, nest, points) in work.items():
             fresh = [p for p in points if not pricer.cached(iso, p)]
             if not fresh:
                 continue
             start = time.perf_counter()
-            for point in fresh:
-                pricer.price(iso, point)
-                progress.step(site)
+            alone = Nest(nest.site, nest.kind, [(iso, 1)])
+            left = price_ahead([alone], [(fresh, {})], {(iso.key, point_key(p)) for p in fresh}, pricer, progress)
+            for point in fresh:  # what the processes left: too few to repay them, or a failure to say here
+                if (iso.key, point_key(point)) in left:
+                    pricer.price(iso, point)
+                    progress.step(nest.site)
             seconds = time.perf_counter() - start
             prices = {}
             for point in points:
                 value = pricer.price(iso, point)
                 prices[point_key(point)] = None if isinstance(value, PreskError) else value
-            append_record(results_path, {"record": "prices", "machine": machine_key, "site": site, "shape": iso.describe(),
-                                         "shape_key": key, "profile_id": profile_id, "space": space,
-                                         "points": len(fresh), "seconds": seconds, "prices": prices})  # fmt: skip
+            append_record(results_path, {"record": "prices", "machine": machine_key, "site": nest.site,
+                                         "shape": iso.describe(), "shape_key": key, "profile_id": profile_id,
+                                         "space": space, "points": len(fresh), "seconds": seconds,
+                                         "prices": prices})  # fmt: skip
     finally:
         progress.close()
 

@@ -22,13 +22,15 @@ import pytest
 from presk import sizes
 from presk.cli.main import main
 from presk.cost.models import Constants, Form
-from presk.cost.profile import Profile, save_profile
+from presk.cost.profile import Profile, load_profile, save_profile
 from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module, read_source
+from presk.plans import parse_plan
 from presk.target import target_machine
 from presk.tuning import autotune as at
+from presk.tuning import plan
 from presk.tuning.rank import PairCount, by_decision, figures, pooled, priced_under, report, run_to_run_noise
 from presk.tuning.space import point_key
 
@@ -172,6 +174,14 @@ def test_candidates_are_the_points_within_1_plus_u(tmp_path: Path, capsys: pytes
         assert r["u"] == 0.1 and r["profile"] == str(profile)
     pick = min(priced, key=lambda k: priced[k])
     assert pick in measured and "model's pick" in out and "1.1× the best" not in err
+    # Priced as `presk plan` prices (grouped, over its processes: enough points to use them), to the bit.
+    assert len(prices["prices"]) >= plan.PARALLEL_MIN
+    module, env = gemm(8)
+    iso = plan.capture(module, "gemm", env, parse_plan({"realization": "f32"}, "test"))[0].shapes[0][0]
+    serial = plan.profile_pricer(load_profile(str(profile)), str(profile), target_machine(), keep_terms=False)
+    for key, value in prices["prices"].items():
+        alone = serial.price(iso, json.loads(key))
+        assert (None if isinstance(alone, PreskError) else alone) == value, key
     # Rerun: nothing priced or measured again.
     code, out, _ = run_cli(["autotune", str(GEMM), "--entry", "gemm", "--dim", "N=8", "--realize", "f32",
                             "--profile", str(profile), "--candidates", "-o", str(results)], capsys)  # fmt: skip
