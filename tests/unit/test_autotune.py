@@ -272,9 +272,12 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     # Halide: only the 9 µs point is > 1.3 × 4 µs; predicted 10 > 2 (the best's): behind it.
     assert (f.slower, f.slower_behind) == (1, 1)
     assert f.priced_points == 40 and f.measured_seconds == pytest.approx(2.0) and f.sweep_estimate == pytest.approx(20)
+    # Q's cost: the pricing (2 s) and the one candidate's measurement (0.5 s), 12.5 % of the 20 s sweep.
+    assert (f.candidates, f.candidates_seconds, f.hybrid_seconds) == (1, pytest.approx(0.5), pytest.approx(2.5))
     code, out, err = run_cli(["rank", str(tmp_path / "r.jsonl"), "--plot", str(tmp_path / "r.png")], capsys)
     assert code == 0, err
     assert "Spearman 0.800" in out and "4/5 (80%)" in out and "1.25×" in out and "do not hold" in out
+    assert "Q's cost: the static choice and its 1 candidate measured, 2.5 s: 12.5 % of the whole space's sweep" in out
     assert "measured 5 µs, one window, 1.25× the best" in out and "(4 µs, one window)" in out
     # --json: the same figures for a script, one object per nest shape.
     code, out, err = run_cli(["rank", str(tmp_path / "r.jsonl"), "--json"], capsys)
@@ -287,6 +290,7 @@ def test_rank_figures_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert shape["pick"]["point"] == {"tile": [1, 1]} and shape["best"]["point"] == {"tile": [1, 8]}
     assert shape["o"] == pytest.approx(1.25) and shape["q"] is False and shape["halide"] == {"slower": 1, "behind": 1}
     assert shape["n"]["priced_points"] == 40 and shape["n"]["sweep_estimate_seconds"] == pytest.approx(20)
+    assert shape["q_cost"] == {"candidates": 1, "candidates_seconds": 0.5, "seconds": 2.5}
     assert shape["o_round_by_round"] is None and shape["default"]["median_s"] == 6e-6
     assert (tmp_path / "r.png").stat().st_size > 1000
     # Several files rank together, each shape in one of them; a shape in two is refused.
