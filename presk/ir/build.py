@@ -6,7 +6,7 @@ per operand and result definition), 25–35 µs an op on the hosts presk runs
 on; `Operation.create` takes them as given, in about 10. A register tile's
 lowering emits hundreds of ops per kernel (a [6, 16] tile under a k-block:
 some 500 scalar ops, which `psk-vectorize` then rewrites), and `presk plan`
-lowers thousands of points, so most of its time went into constructing ops.
+lowers thousands of points: constructing ops is most of what that costs.
 
 `create(op_type, operands, result_types, properties)` builds the op its
 constructor builds, property for property, as long as the caller passes
