@@ -32,8 +32,8 @@ are not the default layout itself (a duplicate of one of them):
   best) hold a point within `DISTINCT` of the best measured one: whether
   measuring only the candidates would have found the best. A file measured
   with `--candidates` holds only candidates, and Q holds trivially there.
-  And what that hybrid choice costs against the sweep (the issue asks for
-  5 % at most): the static pricing plus the candidates' measurement, over
+  And what that hybrid choice costs against the sweep (the goal is 5 % at
+  most): the static pricing plus the candidates' measurement, over
   the whole space's sweep estimated as for N.
 * **N**, what each choice cost: the static one, its points priced (the
   `"prices"` lines' seconds), against the sweep's, its points measured
