@@ -8,6 +8,7 @@ storage type and the kernel's arithmetic type are always the same two ops.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -42,6 +43,40 @@ _INDEX = IndexType()
 
 def float_type(name: str) -> Attribute:
     return FLOAT_TYPES[name]
+
+
+# -- vector ops, built once per use -------------------------------------------------
+
+
+def vector_load(buffer: SSAValue, indices: Sequence[SSAValue], vt: VectorType) -> vector.LoadOp:
+    """`vector.load`: `vt`'s lanes of consecutive elements along the buffer's last axis, from `indices` on."""
+    return create(vector.LoadOp, (buffer, *indices), (vt,))
+
+
+def vector_broadcast(scalar: SSAValue, vt: VectorType) -> vector.BroadcastOp:
+    return create(vector.BroadcastOp, (scalar,), (vt,))
+
+
+def vector_fma(a: SSAValue, b: SSAValue, c: SSAValue) -> vector.FMAOp:
+    return create(vector.FMAOp, (a, b, c), (c.type,))
+
+
+def vector_extract(source: SSAValue, lane: int) -> vector.ExtractOp:
+    """Lane `lane` of a one-dimensional vector, at a static position."""
+    assert isinstance(source.type, VectorType)
+    return create(vector.ExtractOp, (source,), (source.type.element_type,), {"static_position": _position(lane)})
+
+
+@functools.cache
+def vector_type(element: Attribute, lanes: int) -> VectorType:
+    """`vector<lanes x element>`, built once: a type's construction verifies its parameters, and a tile's
+    vectorisation asks for the same one at every group."""
+    return VectorType(element, [lanes])
+
+
+@functools.cache
+def _position(lane: int) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, [lane])
 
 
 @dataclass
@@ -110,7 +145,7 @@ class KernelBuilder:
     def vector_load(self, buffer: SSAValue, indices: Sequence[SSAValue], lanes: int) -> SSAValue:
         """`lanes` consecutive elements along the buffer's last axis, from `indices` on."""
         assert isinstance(buffer.type, MemRefType)
-        return self.add(vector.LoadOp(buffer, list(indices), VectorType(buffer.type.element_type, [lanes])))
+        return self.add(vector_load(buffer, indices, vector_type(buffer.type.element_type, lanes)))
 
     def vector_store(self, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
         self.add(vector.StoreOp(value, buffer, list(indices)))

@@ -50,7 +50,6 @@ this machine for the element type is refused (E7002, condition 4).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +58,6 @@ from xdsl.context import Context
 from xdsl.dialects import arith, math, memref, scf, vector
 from xdsl.dialects.builtin import (
     BFloat16Type,
-    DenseArrayBase,
     Float32Type,
     Float64Type,
     FloatAttr,
@@ -68,7 +66,6 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     NoneAttr,
     VectorType,
-    i64,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -81,59 +78,17 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
-from presk.ir.build import create
 from presk.target import Machine, target_machine
 from presk.ir.locations import error_at
+from presk.analysis import constant_int
 from presk.lowering.contraction import LANES
+from presk.lowering.kernel_builder import vector_broadcast, vector_extract, vector_fma, vector_load, vector_type
 from presk.passes.kernel_layout import kernels, refuse, stated
 
 _DTYPES: dict[type, str] = {Float64Type: "f64", Float32Type: "f32", BFloat16Type: "bf16"}
 
 
-# --------------------------------------------------------------------------- the vector ops built
-
-
-def vector_load(buffer: SSAValue, indices: Sequence[SSAValue], vt: VectorType) -> vector.LoadOp:
-    """`vector.load`, created as `presk.ir.build` creates the tile's hot ops (a tile's rewrite builds dozens)."""
-    return create(vector.LoadOp, (buffer, *indices), (vt,))
-
-
-def vector_broadcast(scalar: SSAValue, vt: VectorType) -> vector.BroadcastOp:
-    return create(vector.BroadcastOp, (scalar,), (vt,))
-
-
-def vector_fma(a: SSAValue, b: SSAValue, c: SSAValue) -> vector.FMAOp:
-    return create(vector.FMAOp, (a, b, c), (c.type,))
-
-
-def vector_extract(source: SSAValue, lane: int) -> vector.ExtractOp:
-    """Lane `lane` of a one-dimensional vector, at a static position."""
-    assert isinstance(source.type, VectorType)
-    return create(vector.ExtractOp, (source,), (source.type.element_type,), {"static_position": _position(lane)})
-
-
-@functools.cache
-def vector_type(element: Attribute, lanes: int) -> VectorType:
-    """`vector<lanes x element>`, built once: a type's construction verifies its parameters, and a tile's
-    rewrite asks for the same one at every group."""
-    return VectorType(element, [lanes])
-
-
-@functools.cache
-def _position(lane: int) -> DenseArrayBase:
-    return DenseArrayBase.from_list(i64, [lane])
-
-
 # --------------------------------------------------------------------------- addresses
-
-
-def _int_constant(owner: Operation | Block) -> int | None:
-    """The value of an integer `arith.constant`, else None."""
-    if type(owner) is arith.ConstantOp:
-        value = owner.properties["value"]
-        if isinstance(value, IntegerAttr):
-            return value.value.data
-    return None
 
 
 def _key(v: SSAValue, memo: dict[SSAValue, Any]) -> Any:
@@ -146,7 +101,7 @@ def _key(v: SSAValue, memo: dict[SSAValue, Any]) -> Any:
     if known is not None:
         return known
     owner = v.owner
-    constant = _int_constant(owner)
+    constant = constant_int(v)
     if constant is not None:
         key: Any = ("c", constant)
     elif type(owner) is arith.AddiOp or type(owner) is arith.MuliOp:
@@ -161,13 +116,13 @@ def _key(v: SSAValue, memo: dict[SSAValue, Any]) -> Any:
 def _affine(v: SSAValue, memo: dict[SSAValue, Any]) -> tuple[Any, int]:
     """`v` as (key of a base, constant offset): `x + 3` is (key(x), 3), a constant c is (None, c)."""
     owner = v.owner
-    constant = _int_constant(owner)
+    constant = constant_int(v)
     if constant is not None:
         return None, constant
     if type(owner) is arith.AddiOp:
         lhs, rhs = owner.operands
         for a, b in ((lhs, rhs), (rhs, lhs)):
-            offset = _int_constant(b.owner)
+            offset = constant_int(b)
             if offset is not None:
                 base, inner = _affine(a, memo)
                 return base, inner + offset

@@ -16,8 +16,7 @@ from xdsl.dialects import arith, math, memref, vector
 from xdsl.dialects.builtin import BFloat16Type, Float32Type, Float64Type, FloatAttr, IndexType, MemRefType, VectorType
 from xdsl.ir import Block, Operation, SSAValue
 
-from presk.lowering.kernel_builder import KernelBuilder
-from presk.passes.vectorize import vector_broadcast, vector_extract, vector_fma, vector_load
+from presk.lowering.kernel_builder import KernelBuilder, vector_broadcast, vector_extract, vector_fma, vector_load
 
 F32, F64, BF16 = Float32Type(), Float64Type(), BFloat16Type()
 V8 = VectorType(F32, [8])
