@@ -26,6 +26,7 @@ from typing import TextIO
 
 from presk.cli.calibrate import open_profile
 from presk.cli.program import AUTO, Program
+from presk.cli.source import check_output
 from presk.cost.profile import Profile, append_samples, load_profile, refit_profile, samples_path, save_profile
 from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
@@ -126,6 +127,8 @@ def auto_plan(
 ) -> Plan:
     """The plan `--plan auto` runs `entry` under: `realization` (default f64) and the layouts the model chooses."""
     err = err or sys.stderr
+    if save_plan:
+        check_output(save_plan)
     machine = target_machine()
     profile_path = resolve_profile(profile, machine, err)
     start = time.perf_counter()

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from presk.cli.program import add_input_arguments, add_size_arguments, program_of
+from presk.cli.source import check_output
 from presk.diagnostics import PreskError
 from presk.tuning.autotune import autotune, report
 from presk.tuning.calibration import parse_budget
@@ -77,6 +78,8 @@ def cluster_of(args: argparse.Namespace) -> Cluster | None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.plan_out:
+        check_output(args.plan_out)
     program = program_of(args)
     budget = parse_budget(args.budget) if args.budget else None
     sites = [s.strip() for s in args.nests.split(",") if s.strip()] if args.nests else None

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from presk.cli.program import add_input_arguments, add_size_arguments, program_of
+from presk.cli.source import check_output
 from presk.diagnostics import PreskError
 from presk.tuning.plan import make_plan, plan_text, report
 from presk.tuning.space import SPACES
@@ -31,6 +32,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    check_output(args.output)
     program = program_of(args)
     result = make_plan(program.parsed.module, args.entry, program.env, args.realize, args.profile,
                        args.space, plan_dir=os.path.dirname(args.output))  # fmt: skip

@@ -1,4 +1,5 @@
-"""Reading the input program, the same way for `presk-opt` and every `presk` subcommand.
+"""Reading the input program, the same way for `presk-opt` and every `presk` subcommand; and checking, before
+the work, that an output file can be written where it is asked for.
 
 `-` reads standard input, named `<stdin>` in diagnostics, as `mlir-opt`
 does. A file that cannot be read has no place in any file, so its error
@@ -8,6 +9,7 @@ no such file`) whichever command reads it.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 
@@ -45,3 +47,13 @@ def read_input(path: str | None) -> Source:
     except OSError as error:
         raise PreskError("E0001", f"cannot read input file '{path}': {error.strerror}") from None
     return Source(path, _decode(data, f"input file '{path}'"))
+
+
+def check_output(path: str) -> None:
+    """Refuse (E0001) an output whose folder is missing or not writable, before the minutes of planning, tuning
+    or training that would produce it: the write at the end would otherwise lose them."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise PreskError("E0001", f"cannot write {path}: it is a directory")
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise PreskError("E0001", f"cannot write {path}: {folder} is not a writable directory")

@@ -36,7 +36,6 @@ import argparse
 import json
 import math
 import resource
-import os
 import signal
 import sys
 import threading
@@ -68,7 +67,7 @@ from presk.cli.program import (
     plan_options,
     realize_program,
 )
-from presk.cli.source import Source, read_input
+from presk.cli.source import Source, check_output, read_input
 from presk.cost.launches import LaunchRow, launch_table, percent
 from presk.diagnostics import PreskError
 from presk.dialects import psk_core as core
@@ -406,7 +405,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"presk train: {run.checkpoint_path} is at step {run.resumed.step}; --steps {args.steps} is done")
             return 0
     if args.plot:
-        _check_plot(args.plot)
+        check_output(args.plot)
     run.log = _open_log(args.log) if args.log else None
     try:
         done = _train(args, plan, passes, source, run)
@@ -586,12 +585,6 @@ def _loop(
             if stopping:
                 return t
     return args.steps
-
-
-def _check_plot(path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise PreskError("E0001", f"cannot write {path}: {folder} is not a writable directory")
 
 
 def _plot(args: argparse.Namespace, run: Run) -> None:

@@ -148,3 +148,15 @@ def test_a_host_without_a_profile_measures_one_first(
 def test_misuse_is_a_clear_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(argv, capsys)
     assert code == 1 and "error: E4001" in err and message in err, err
+
+
+def test_a_plan_that_could_not_be_saved_is_refused_before_planning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No profile is given and the cache is empty: had the check come after, a first-use calibration would run.
+    monkeypatch.setenv("PRESK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PRESK_PROFILE", raising=False)
+    code, _, err = run_cli(["run", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--backend", "native",
+                            "--plan", "auto", "--save-plan", str(tmp_path / "no" / "plan.json")], capsys)  # fmt: skip
+    assert code == 1 and "E0001" in err and "is not a writable directory" in err and "Traceback" not in err
+    assert not (tmp_path / "cache").exists()

@@ -649,6 +649,9 @@ def test_errors_are_diagnostics(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert code == 1 and "E4001" in err and "gemm/%0" in err
     code, _, err = run_cli(["rank", str(tmp_path / "missing.jsonl")], capsys)
     assert code == 1 and "E0001" in err
+    # A plan that could not be written at the end is refused before a point is measured.
+    code, _, err = run_cli([*base, "--entry", "gemm", "--plan-out", str(tmp_path / "no" / "plan.json")], capsys)
+    assert code == 1 and "E0001" in err and "is not a writable directory" in err
     assert not (tmp_path / "r.jsonl").exists()
 
 

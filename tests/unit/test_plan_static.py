@@ -483,6 +483,14 @@ def test_errors_are_diagnostics_with_exit_codes(tmp_path: Path, capsys: pytest.C
     assert code == 0 and "warning" in err and "another machine" in err and "othercpu" in err
     assert json.loads((tmp_path / "plan.json").read_text())["layout"]["gemm/%0"]["split"] == "none"
     assert not (tmp_path / "missing.json").exists()
+    # An output that cannot be written is refused before the program is read or a point priced: a plan of
+    # minutes is not lost to the write at its end. A program that does not parse is not even read.
+    garbled = tmp_path / "garbled.mlir"
+    garbled.write_text("func.func @gemm(")
+    for output, why in ((tmp_path / "no" / "plan.json", "is not a writable directory"), (tmp_path, "it is a directory")):
+        args = ["plan", str(garbled), "--entry", "gemm", "--profile", str(good), "-o", str(output)]
+        code, _, err = run_cli(args, capsys)
+        assert code == 1 and "E0001" in err and why in err and "Traceback" not in err
 
 
 def test_pricing_stays_in_this_process_while_another_thread_runs(monkeypatch: pytest.MonkeyPatch) -> None:
