@@ -119,6 +119,8 @@ def report(profile: Profile) -> str:
     if taus:
         lines.append("  τ (transcendentals, one a register) = "
                      + ", ".join(f"{n[4:]} {_constant(layout, n, '/s')}" for n in taus))
+    if "omega_walk" in layout.values:
+        lines.append(f"  ω (page walks) = {_constant(layout, 'omega_walk', '/s')}")
     sizes = Counter(group_key(s.terms[rules_key(profile.rules)]) for s in profile.samples)
     per_group = form.load_term == "group"
     lines.append("  | group | samples | π (op/s) |" + (" ρ (access/s) |" if per_group else ""))

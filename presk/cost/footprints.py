@@ -63,7 +63,7 @@ from math import gcd
 
 __all__ = [
     "PAGE", "Access", "Affine", "Box", "Family", "Index", "Opaque", "SetGeometry", "families", "footprint_bytes",
-    "scattered_bytes", "set_load",
+    "page_bytes", "scattered_bytes", "set_load",
 ]  # fmt: skip
 
 
@@ -489,3 +489,33 @@ def scattered_bytes(boxes: Sequence[Box], shape: Sequence[int], element_bytes: i
         if stride >= PAGE and rows.width < stride:
             total += rows.rows * _lines_per_row(rows, line) * line
     return total
+
+
+def page_bytes(boxes: Sequence[Box], shape: Sequence[int], element_bytes: int) -> int:
+    """Bytes of the pages a footprint (the `boxes` of `footprint_bytes`) lies on, each page counted whole.
+
+    Rows of a box closer than a page share their pages: the rows placed by
+    walks shorter than a page are one stretch of memory, from the first's
+    start to the last's end, and each walk of a page or more repeats that
+    stretch on pages of its own (a register tile's column block of an
+    operand read in place, its rows 4 KiB or more apart: a page a row).
+    Every stretch is taken to start on a page boundary, so a footprint of
+    a few bytes is one page; no box counts more pages than its hull spans,
+    nor the footprint more than the buffer's.
+    """
+    if len(shape) == 0:
+        return PAGE
+    total = 0
+    for box in boxes:
+        rows = _rows(box, shape, element_bytes)
+        stretch, copies = rows.width, 1
+        for n, stride in rows.walks:
+            if stride >= PAGE:
+                copies *= n
+            else:
+                stretch += (n - 1) * stride
+        total += min(copies * -(-stretch // PAGE), -(-rows.hull // PAGE)) * PAGE
+    whole = element_bytes
+    for dim in shape:
+        whole *= dim
+    return min(total, -(-whole // PAGE) * PAGE)

@@ -5,18 +5,20 @@
   model must beat, and what a profile without layout constants predicts.
 * The **layout model**: T̂ = λ + spawn·[p>1] + C(W/π_g, (N_ld+S)/ρ_g,
   Q_L2/β_L2, p·Q_L3/β_L3, p·Q_mem/β_mem, Q_L2s/β_L2s, p·Q_L3s/β_L3s,
-  Q_L2w/β_L2w, N_tr/τ_d), g = `group_key(terms)`, d its machine type, W
+  Q_L2w/β_L2w, N_tr/τ_d, N_pw/ω), g = `group_key(terms)`, d its machine type, W
   with its latency stall
   (`KernelTerms.stall`) added, and the L2 and L3 lines in runs a page
   apart (`q_l2_scattered`, `q_l3_scattered`) and the L2 bytes of written
   buffers (`q_l2_written`) priced again at rates of their own (a profile
   without β_L2s, β_L3s or β_L2w: 0), and the transcendental functions
   evaluated (`transcendental`) priced at a rate per machine type, τ_d
-  (`tau_f32`; a profile without it: 0). Its
+  (`tau_f32`; a profile without it: 0), and the page walks (`page_walks`)
+  at one rate for the machine, ω (`omega_walk`; a profile without it: 0),
+  among the traffic terms. Its
   `Form` says how loads are priced (ρ per group, one ρ, or none: then the
   spill joins the work, (W+S)/π_g) and how the terms combine (`max`; `sum`
   = max(work, loads, transcendental) + max(l2, l3, mem, l2_scattered, l3_scattered,
-  l2_written); `pnorm` =
+  l2_written, page_walks); `pnorm` =
   (Σ tᵢ^q)^(1/q)). The L3 and memory terms are bytes of shared levels that
   every worker draws at once, hence p·Q; the L2 is private.
 
@@ -131,6 +133,7 @@ class TermArrays:
     q_l3_scattered: np.ndarray
     q_l2_written: np.ndarray
     transcendental: np.ndarray
+    page_walks: np.ndarray
     q_l2: np.ndarray
     q_l3: np.ndarray
     q_mem: np.ndarray
@@ -155,6 +158,7 @@ class TermArrays:
             column("q_l3_scattered"),
             column("q_l2_written"),
             column("transcendental"),
+            column("page_walks"),
             column("q_l2"),
             column("q_l3"),
             column("q_mem"),
@@ -180,7 +184,7 @@ class TermSpec:
 
 def layout_terms(form: Form, arrays: TermArrays) -> list[TermSpec]:
     """The layout model's terms in order work, [loads,] l2, l3, mem, l2_scattered, l3_scattered, l2_written,
-    transcendental."""
+    transcendental, page_walks."""
     n = len(arrays)
     by_group = tuple(f"pi[{g}]" for g in arrays.groups)
     work = arrays.work + arrays.stall
@@ -198,6 +202,7 @@ def layout_terms(form: Form, arrays: TermArrays) -> list[TermSpec]:
         TermSpec("l2_written", arrays.q_l2_written, ("beta_l2_written",) * n),
         # Without brackets: a type no sample evaluated a transcendental in prices them at 0, not E8001.
         TermSpec("transcendental", arrays.transcendental, tuple(f"tau_{d}" for d in arrays.dtypes)),
+        TermSpec("page_walks", arrays.page_walks, ("omega_walk",) * n),
     ]
 
 

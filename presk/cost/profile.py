@@ -356,7 +356,7 @@ def _constants_to_json(constants: Constants | None) -> dict[str, Any] | None:
 def _constant_order(name: str) -> tuple[int, str]:
     order = (
         "lambda", "spawn", "beta", "beta_l2", "beta_l3", "beta_l2_scattered", "beta_l3_scattered", "beta_l2_written",
-        "beta_mem", "rho", "tau_f64", "tau_f32", "tau_bf16",
+        "beta_mem", "rho", "tau_f64", "tau_f32", "tau_bf16", "omega_walk",
     )  # fmt: skip
     return (order.index(name), "") if name in order else (len(order), name)
 

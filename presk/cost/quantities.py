@@ -136,6 +136,12 @@ The choices the specification leaves open, as made here:
   chain per vector, carried by that loop, each step twice the fma's
   latency (`MEMORY_CHAIN`).
   0 when the description has no `fma_chains` (a profile written before it).
+* **Page walks.** The TLB is a level like the caches, of the description's
+  `tlb_pages` pages, shared by every buffer (one structure for all), whose
+  footprints are the pages they lie on (`page_bytes`: rows closer than a
+  page share their pages); the pages it brings, counted as `_traffic`
+  counts a level's bytes with consecutive iterations sharing what stays,
+  are the walks. 0 when the description does not know its TLB.
 * **Lanes, dtype.** The widest vector of the kernel, as written or as the
   backend vectorises its innermost loops (`backend_lanes` and SLP's tile
   rows, when the description states the register's width: a profile
@@ -176,7 +182,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from presk.analysis import block_trip_count, constant_int, split_loop, trip_count
 from presk.cost.footprints import (
     PAGE, Access, Affine, Box, Family, Index, Opaque, SetGeometry, combined_load, families, footprint_bytes,
-    scattered_bytes, set_load,
+    page_bytes, scattered_bytes, set_load,
 )  # fmt: skip
 from presk.cost.terms import RULES, KernelTerms, MachineDesc
 from presk.dialects.psk_kernel import PARALLEL, KernelOp
@@ -934,12 +940,16 @@ class _Footprints:
         return known
 
 
-class _Scattered(_Footprints):
-    """Of each footprint, the lines in runs a page or more apart, in bytes (`scattered_bytes`)."""
+class _Boxed(_Footprints):
+    """Each footprint measured from its boxes (`footprint_bytes`'s groups of comparable accesses) by `measure`:
+    the lines in runs a page or more apart (`scattered_bytes`), or the pages it lies on (`page_bytes`)."""
 
-    def __init__(self, walk: _Walk, shapes: list[tuple[int, ...]], sizes: list[int], line: int) -> None:
+    def __init__(
+        self, walk: _Walk, shapes: list[tuple[int, ...]], sizes: list[int],
+        measure: Callable[[list[Box], tuple[int, ...], int], int],
+    ) -> None:  # fmt: skip
         super().__init__(walk, shapes, sizes, None)
-        self.scattered_line = line
+        self.measure = measure
 
     def one(self, loop: _Loop, scope: int, buffer: int) -> int:
         key = (loop.id, scope, buffer)
@@ -947,9 +957,9 @@ class _Scattered(_Footprints):
         if known is None:
             accesses, free = self.accesses(loop, scope, buffer)
             boxes: list[Box] = []
-            footprint_bytes(accesses, free, self.trips, self.shapes[buffer], self.sizes[buffer], None, boxes)
             shape, size = self.shapes[buffer], self.sizes[buffer]
-            known = self.cache[key] = scattered_bytes(boxes, shape, size, self.scattered_line)
+            footprint_bytes(accesses, free, self.trips, shape, size, None, boxes)
+            known = self.cache[key] = self.measure(boxes, shape, size) if boxes else 0
         return known
 
 
@@ -1129,8 +1139,13 @@ def kernel_terms_by_rules(
     dtype = _dtype_name(out_type.element_type) if isinstance(out_type, MemRefType) else "f64"
     buffers = sorted(walk.root.inside)
     footprints: dict[tuple[int | None, bool], _Footprints] = {(None, False): plain}
-    scattered = _Scattered(walk, shapes, sizes, desc.line)
+    scattered = _Boxed(walk, shapes, sizes, lambda boxes, shape, size: scattered_bytes(boxes, shape, size, desc.line))
     written = frozenset(walk.written)
+
+    walks = 0.0
+    if desc.tlb_pages:  # one TLB for every buffer: the pages they lie on, brought as a level's lines are
+        tlb = _Level(0, float(desc.tlb_pages * PAGE), None)
+        walks = _traffic(walk.root, _Boxed(walk, shapes, sizes, page_bytes), tlb, [buffers], True) / PAGE
 
     traffic: dict[tuple[bool, bool, bool], tuple[float, ...]] = {}
 
@@ -1161,7 +1176,7 @@ def kernel_terms_by_rules(
             q_l2=float(q_l2), q_l3=float(q_l3), q_mem=float(q_mem),
             workers=walk.workers, lanes=walk.lanes, dtype=dtype, stall=float(stall),
             q_l2_scattered=float(q_l2_scattered), q_l3_scattered=float(q_l3_scattered),
-            q_l2_written=float(q_l2_written), transcendental=float(transcendental),
+            q_l2_written=float(q_l2_written), transcendental=float(transcendental), page_walks=walks,
         )  # fmt: skip
 
     return [terms(rules) for rules in rule_sets]

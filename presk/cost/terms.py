@@ -41,7 +41,14 @@ The quantities are those the seed's layout cost model names:
   backend vectorises counting once per vector, as loads do). presk lowers
   each to a method of its own (a range reduction, a Horner polynomial of
   dependent FMAs, a scaling), whose time W's weight of 8 a lane does not
-  say: the layout model prices them again at a rate fitted per machine type.
+  say: the layout model prices them again at a rate fitted per machine type;
+* `page_walks`, beyond the seed: the 4 KiB pages whose translation the
+  TLB does not hold when they are touched, counted as a cache level's
+  lines are, with the pages each footprint lies on (`page_bytes`) against
+  the description's `tlb_pages`: a column block of an operand read in
+  place whose rows lie a page or more apart touches a page a row, and
+  once those pages outnumber the TLB's entries every row costs a walk of
+  the page tables.
 """
 
 from __future__ import annotations
@@ -63,7 +70,9 @@ RULES: tuple[str, ...] = ("lines", "shared", "overhead", "sets")
 """
 
 
-OPTIONAL_TERMS: tuple[str, ...] = ("stall", "q_l2_scattered", "q_l3_scattered", "q_l2_written", "transcendental")
+OPTIONAL_TERMS: tuple[str, ...] = (
+    "stall", "q_l2_scattered", "q_l3_scattered", "q_l2_written", "transcendental", "page_walks",
+)
 """Terms counted after samples were first written: written only when non-zero, read as 0 when absent."""
 
 
@@ -99,6 +108,9 @@ class KernelTerms:
     transcendental: float = 0.0
     """The transcendental functions evaluated, in registers (see the module docstring); 0 in samples
     written before it was counted."""
+    page_walks: float = 0.0
+    """Pages translated by a walk of the page tables (see the module docstring); 0 where the description
+    states no `tlb_pages`, and in samples written before it was counted."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -142,6 +154,9 @@ class MachineDesc:
     """Independent FMA chains that keep the core's FMA units busy (about latency × units); fewer running
     sums in a loop leave them idle, which `stall` counts; 0 (a profile written before it was
     recorded): no stall is counted."""
+    tlb_pages: int = 0
+    """4 KiB pages the TLB translates without a page walk; 0 (not known, or a profile written before it was
+    recorded): no page walk is counted."""
 
     @staticmethod
     def of(machine: Machine) -> MachineDesc:
@@ -149,7 +164,7 @@ class MachineDesc:
         caches = tuple(replace(cache, core_private=None) for cache in machine.caches)
         return MachineDesc(
             caches, machine.vector_registers, machine.cache_line, machine.workers(), machine.vector_bits,
-            machine.fma_chains,
+            machine.fma_chains, machine.tlb_pages,
         )  # fmt: skip
 
     def cache(self, level: int) -> CacheLevel | None:
@@ -163,6 +178,7 @@ class MachineDesc:
             "workers": self.workers,
             **({"vector_bits": self.vector_bits} if self.vector_bits else {}),
             **({"fma_chains": self.fma_chains} if self.fma_chains else {}),
+            **({"tlb_pages": self.tlb_pages} if self.tlb_pages else {}),
         }
 
     @staticmethod
@@ -173,7 +189,10 @@ class MachineDesc:
         )  # a profile written before "ways" existed: not known
         bits = _count(data, "vector_bits", "the widest vector register in bits (256, 512)")
         chains = _count(data, "fma_chains", "the independent FMA chains the core needs busy (about latency × units, 10)")
-        return MachineDesc(caches, int(data["vector_registers"]), int(data["line"]), int(data["workers"]), bits, chains)
+        tlb = _count(data, "tlb_pages", "the 4 KiB pages the TLB holds (2560)")
+        return MachineDesc(
+            caches, int(data["vector_registers"]), int(data["line"]), int(data["workers"]), bits, chains, tlb,
+        )  # fmt: skip
 
 
 def _count(data: dict[str, Any], name: str, what: str) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SYSFS_CPU", "CacheLevel", "affinity_cpus", "read_caches"]
+__all__ = ["CPUINFO", "SYSFS_CPU", "CacheLevel", "affinity_cpus", "read_caches", "read_tlb_pages"]
 
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 
@@ -115,3 +115,25 @@ def affinity_cpus() -> tuple[int, ...]:
     if hasattr(os, "sched_getaffinity"):
         return tuple(sorted(os.sched_getaffinity(0)))
     return tuple(range(os.cpu_count() or 1))
+
+
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def read_tlb_pages(path: Path = CPUINFO) -> int:
+    """The 4 KiB pages the TLB translates without a page walk, as `/proc/cpuinfo` says ("TLB size : 2560 4K
+    pages": Linux prints it for AMD CPUs, from the second-level TLBs' entries, data and instructions
+    together); 0 when it does not say (Intel CPUs: the kernel prints no such line), and the cost model
+    then counts no page walks. A profile's `machine_desc` may state it instead."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "TLB size":
+            words = value.split()
+            if len(words) >= 2 and words[0].isdigit() and words[1] == "4K":
+                return int(words[0])
+            return 0
+    return 0

@@ -59,6 +59,8 @@ class Machine:
     """Data and unified caches, innermost first, as the OS describes them (`presk.target.caches`)."""
     name: str = "host"
     """What `PRESK_TARGET`/`--target` named: `host`, or an x86-64 level such as `x86-64-v3`."""
+    tlb_pages: int = 0
+    """4 KiB pages the TLB holds, as the OS reports them (`presk.target.caches.read_tlb_pages`); 0: not known."""
 
     @property
     def vector_registers(self) -> int:

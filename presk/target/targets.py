@@ -18,7 +18,7 @@ import os
 from functools import cache
 
 from presk.diagnostics import PreskError
-from presk.target.caches import affinity_cpus, read_caches
+from presk.target.caches import affinity_cpus, read_caches, read_tlb_pages
 from presk.target.machine import Machine, vector_bits_of
 
 __all__ = ["LEVELS", "TARGET_ENV", "host_machine", "require_native", "target_machine", "target_named"]
@@ -61,6 +61,7 @@ def host_machine() -> Machine:
         vector_bits=vector_bits_of(features),
         disabled_features=disabled,
         caches=read_caches(cpus),
+        tlb_pages=read_tlb_pages(),
     )
 
 
@@ -85,6 +86,7 @@ def target_named(name: str) -> Machine:
         disabled_features=frozenset(known_features - features),
         caches=host.caches,
         name=name,
+        tlb_pages=host.tlb_pages,
     )
 
 

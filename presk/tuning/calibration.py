@@ -232,7 +232,7 @@ SPACES: dict[str, GemmShapes] = {
         scalar_up_to=512, one_worker_up_to=1024, orders=_ORDERS_FULL, tiles=5, all_orders_up_to=1024,
     ),
     "calib-small": GemmShapes(
-        square=(64, 128, 256), thin=((16, 512, 512), (512, 512, 16)),
+        square=(64, 128, 256), thin=((16, 512, 512), (512, 512, 16), (16, 4096, 1056)),
         scalar_up_to=256, one_worker_up_to=256, orders=_ORDERS_SMALL, tiles=3, all_orders_up_to=512,
     ),
 }  # fmt: skip

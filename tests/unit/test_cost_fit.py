@@ -102,9 +102,9 @@ def test_noise_free_samples_give_back_their_constants(combine: str) -> None:
     errors = relative_errors(result.constants.values, truth)
     assert max(abs(e) for e in errors.values()) < 1e-3, errors
     assert result.u < 1e-3
-    # No synthetic kernel reads runs a page apart from L2 or L3, or has its written buffers counted apart:
-    # those rates alone have no data.
-    assert result.constants.unidentified == {"beta_l2_scattered", "beta_l3_scattered", "beta_l2_written"}
+    # No synthetic kernel reads runs a page apart from L2 or L3, has its written buffers counted apart, or
+    # walks the page tables: those rates alone have no data.
+    assert result.constants.unidentified == {"beta_l2_scattered", "beta_l3_scattered", "beta_l2_written", "omega_walk"}
     if combine == "pnorm":
         assert result.constants.form.q == pytest.approx(3.0, abs=0.02)
     else:
@@ -148,7 +148,7 @@ def test_a_rate_no_sample_binds_is_not_identified() -> None:
     result = fit_layout(samples, Form("group", "max"))
     # No sample is memory-bound (its memory term ≤ 0.3 of the binding one), and none is split.
     assert result.constants.unidentified == {"beta_mem", "beta_l2_scattered", "beta_l3_scattered", "beta_l2_written",
-                                             "spawn"}
+                                             "omega_walk", "spawn"}
     errors = relative_errors(result.constants.values, {k: v for k, v in truth.items() if k not in ("beta_mem", "spawn")})
     assert max(abs(e) for e in errors.values()) < 1e-3
     # The value kept is one at which no sample is memory-bound: at least the true one × 0.3 / 1.
@@ -217,5 +217,5 @@ def test_a_large_fit_is_fast() -> None:
     start = time.process_time()
     result = fit_layout(samples, Form("group", "pnorm"))
     elapsed = time.process_time() - start
-    assert len(result.constants.values) == 47  # and β_L2, β_L3 scattered, β_L2 written, which no sample here binds
+    assert len(result.constants.values) == 48  # and β_L2, β_L3 scattered, β_L2 written, ω, which no sample here binds
     assert elapsed < 20.0, f"the fit took {elapsed:.1f} s of CPU"  # measured: about 1 s

@@ -90,6 +90,18 @@ def test_written_l2_bytes_are_priced_at_their_own_rate_for_one_worker() -> None:
         assert predict_many(layout(form), [written])[0] == predict_many(layout(form), [TERMS])[0]
 
 
+def test_page_walks_are_priced_at_the_machines_rate_among_the_traffic() -> None:
+    # 6 page walks at ω = 2: 3 binds the max as any term does.
+    walked = dataclasses.replace(TERMS, page_walks=6.0)
+    assert predict_many(layout(Form("group", "max"), omega_walk=2.0), [walked])[0] == 0.125 + 0.5 + 3.0
+    # Under `sum` it is traffic: max(work 2, loads 1) + max(l2 0.5, l3 1.5, mem 0.25, walks 3).
+    assert predict_many(layout(Form("group", "sum"), omega_walk=2.0), [walked])[0] == 0.125 + 0.5 + 2.0 + 3.0
+    # A profile fitted before the term has no ω: the walks price nothing, in every form.
+    for form in (Form("group", "max"), Form("group", "sum"), Form("group", "pnorm", 2.0)):
+        assert predict_many(layout(form), [walked])[0] == predict_many(layout(form), [TERMS])[0]
+    assert explain(layout(Form("group", "max"), omega_walk=2.0), walked).binding == "page_walks"
+
+
 def test_the_stall_joins_the_work_of_the_layout_model_not_the_roofline() -> None:
     # A stall of 3 W-units: work (6 + 3)/3 = 3 binds the max; with no load term (6 + 3 + 0.25)/3.
     stalled = dataclasses.replace(TERMS, stall=3.0)
@@ -166,7 +178,7 @@ def test_an_unidentified_rate_without_data_drops_its_term() -> None:
 def test_explain_names_the_binding_term() -> None:
     parts = explain(layout(Form("group", "sum")), TERMS)
     assert parts.terms == {"work": 2.0, "loads": 1.0, "l2": 0.5, "l3": 1.5, "mem": 0.25, "l2_scattered": 0.0,
-                           "l3_scattered": 0.0, "l2_written": 0.0, "transcendental": 0.0}
+                           "l3_scattered": 0.0, "l2_written": 0.0, "transcendental": 0.0, "page_walks": 0.0}
     assert (parts.lam, parts.spawn, parts.combined, parts.seconds) == (0.125, 0.5, 3.5, 4.125)
     assert parts.binding == "work"
     memory = KernelTerms(6.0, 40.0, 0.75, 0.25, 1.0, 3.0, 50.0, workers=2, lanes=8, dtype="f32")

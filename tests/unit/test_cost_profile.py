@@ -153,6 +153,8 @@ def test_refitting_writes_the_profile_only(tmp_path: Path) -> None:
          '"line": 64, "workers": 2, "vector_bits": "wide"}}', "machine_desc.vector_bits is the widest vector register"),
         ('{"format": "presk-cost-profile", "version": 1, "machine_desc": {"caches": [], "vector_registers": 32, '
          '"line": 64, "workers": 2, "fma_chains": -1}}', "machine_desc.fma_chains is the independent FMA chains"),
+        ('{"format": "presk-cost-profile", "version": 1, "machine_desc": {"caches": [], "vector_registers": 32, '
+         '"line": 64, "workers": 2, "tlb_pages": 1.5}}', "machine_desc.tlb_pages is the 4 KiB pages the TLB holds"),
     ],
 )
 def test_a_corrupt_or_foreign_profile_is_an_error_naming_the_file(tmp_path: Path, text: str, message: str) -> None:

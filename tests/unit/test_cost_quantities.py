@@ -10,6 +10,7 @@ hosts alike (`PRESK_TARGET=x86-64-v3`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from pathlib import Path
@@ -190,6 +191,51 @@ def test_a_short_k_loop_overlaps_the_next_tiles_chains() -> None:
     assert (terms.work, terms.stall) == (1024, 256)
 
 
+COLUMN_WALK = """
+psk_kernel.kernel @columns(%b: memref<64x1024xf32>, %o: memref<2xf32>) "t" {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c64 = arith.constant 64 : index
+  %zero = arith.constant 0.0 : f32
+  scf.for %j = %c0 to %c2 step %c1 {
+    %s = scf.for %k = %c0 to %c64 step %c1 iter_args(%acc = %zero) -> (f32) {
+      %x = memref.load %b[%k, %j] : memref<64x1024xf32>
+      %t = arith.addf %acc, %x : f32
+      scf.yield %t : f32
+    }
+    memref.store %s, %o[%j] : memref<2xf32>
+  } {psk_kernel.parallel}
+}
+"""
+
+
+def with_tlb(d: MachineDesc, pages: int) -> MachineDesc:
+    return dataclasses.replace(d, tlb_pages=pages)
+
+
+def test_page_walks_count_the_pages_a_tlb_cannot_keep() -> None:
+    k = kernel(COLUMN_WALK)
+    # b's rows are 1 024 f32 = 4 KiB apart: each of the 64 rows a column touches is a page of its own, and
+    # both columns (j = 0, 1) lie on the same 64 pages; o is one page. So the kernel touches 65 pages.
+    # A TLB of 128 pages keeps them all: each is walked once, 65 walks.
+    assert kernel_terms(k, with_tlb(desc(), 128)).page_walks == 65
+    # One of 16 pages keeps no column (64 pages), only a row's page at a time: each j walks its column's 64
+    # pages again (2 · 64), and its store o[j] (2 · 1; its page does not stay either, the column between).
+    assert kernel_terms(k, with_tlb(desc(), 16)).page_walks == 130
+    # A description that does not know its TLB counts none, and every other term is as without it.
+    terms = kernel_terms(k, with_tlb(desc(), 16))
+    plain = kernel_terms(k, desc())
+    assert plain.page_walks == 0
+    assert dataclasses.replace(terms, page_walks=0.0) == plain
+    # Rows closer than a page share their pages: b of 64 × 64 f32 has rows of 256 bytes, and a column is a
+    # stretch of 63 · 256 + 4 bytes, 4 pages (the whole of b). With o, 5 pages: a TLB of 16 walks each once.
+    near = kernel(COLUMN_WALK.replace("64x1024xf32", "64x64xf32"))
+    assert kernel_terms(near, with_tlb(desc(), 16)).page_walks == 5
+    # A TLB of 2 pages holds a row's page at a time: each j walks the column's 4 pages and its o[j] again.
+    assert kernel_terms(near, with_tlb(desc(), 2)).page_walks == 2 * (4 + 1)
+
+
 DEFAULT_EIN = """
 psk_kernel.kernel @ein(%a: memref<4x$Kxf32>, %b: memref<$BSxf32>, %o: memref<4x$Jxf32>) "t" {
   %c0 = arith.constant 0 : index
@@ -325,6 +371,12 @@ def test_fma_chains_round_trip_and_refusal() -> None:
     bad = {**d.to_json(), "fma_chains": -1}
     with pytest.raises(ValueError, match="machine_desc.fma_chains is the independent FMA chains"):
         MachineDesc.from_json(bad)
+
+
+def test_tlb_pages_round_trip_and_a_description_without_them_reads_as_not_known() -> None:
+    d = with_tlb(desc(), 2560)
+    assert MachineDesc.from_json(d.to_json()) == d and d.to_json()["tlb_pages"] == 2560
+    assert "tlb_pages" not in desc().to_json() and MachineDesc.from_json(desc().to_json()).tlb_pages == 0
 
 
 def test_terms_without_a_stall_read_back_as_zero() -> None:

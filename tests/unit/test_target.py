@@ -21,6 +21,7 @@ from presk.target import (
     CacheLevel,
     host_machine,
     read_caches,
+    read_tlb_pages,
     require_native,
     target_machine,
     target_named,
@@ -123,6 +124,24 @@ def test_no_cache_is_invented_when_the_os_says_nothing(tmp_path: Path) -> None:
     assert read_caches([0], root=tmp_path) == ()
     machine = replace(target_machine(), caches=())
     assert machine.last_level_cache is None and machine.cache(2) is None
+
+
+@pytest.mark.parametrize(("text", "pages"), [
+    ("processor\t: 0\nTLB size\t: 2560 4K pages\nclflush size\t: 64\n", 2560),  # an AMD CPU
+    ("processor\t: 0\nflags\t\t: fpu avx2\nclflush size\t: 64\n", 0),  # an Intel CPU: no such line
+    ("TLB size\t: many pages\n", 0),  # a line presk cannot read: not known, nothing guessed
+    ("TLB size\t: 3072 2M pages\n", 0),  # not 4 KiB pages
+])  # fmt: skip
+def test_the_tlb_is_read_from_cpuinfo_or_not_known(tmp_path: Path, text: str, pages: int) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(text)
+    assert read_tlb_pages(cpuinfo) == pages
+    assert read_tlb_pages(tmp_path / "missing") == 0
+
+
+def test_the_host_tlb_is_what_its_cpuinfo_says() -> None:
+    assert host_machine().tlb_pages == read_tlb_pages()
+    assert all(target_named(level).tlb_pages == host_machine().tlb_pages for level in LEVELS)
 
 
 def test_host_caches_come_from_the_first_cpu_of_the_mask() -> None:
