@@ -2,8 +2,12 @@
 
 The profile is `--profile P.json`, else `$PRESK_PROFILE`, else the host's
 own, cached beside the kernel cache (`profiles/` under `$PRESK_CACHE_DIR`,
-else `~/.cache/presk/profiles/`, one file per machine key). A host without
-one gets it calibrated on first use: the small calibration space, about a
+else `~/.cache/presk/profiles/`, one file per machine key). Of the host's
+own, a full calibration (`presk bench --calibrate host --space calib`,
+about 20 minutes, kept beside the small one) is preferred once it is
+fitted: on the course GPT its plans ran 6–10 % faster than the small
+space's (docs/plans.md). A host without either gets the small one
+calibrated on first use: the small calibration space, about a
 minute on two cores, with its progress bar; the command says so. It is
 fitted in whichever of the nine forms fits its samples best (least u), as
 is a profile relowered after presk changed; one timed before the
@@ -37,15 +41,23 @@ from presk.target import Machine, target_machine
 from presk.tuning.calibration import Progress, coarsely_timed, relowered, run_space, space, stale_samples
 from presk.tuning.plan import make_plan, plan_text
 
-__all__ = ["AUTO", "PROFILE_ENV", "FIRST_USE_SPACE", "auto_plan", "host_profile_path", "resolve_profile"]
+__all__ = [
+    "AUTO", "FIRST_USE_SPACE", "FULL_SPACE", "HOST", "PROFILE_ENV", "auto_plan", "calibration_path", "host_profile_path",
+    "resolve_profile",
+]  # fmt: skip
 
 PROFILE_ENV = "PRESK_PROFILE"
 """Names the cost profile `--plan auto` uses when `--profile` does not."""
 FIRST_USE_SPACE = "calib-small"
+FULL_SPACE = "calib"
+HOST = "host"
+"""`--calibrate host`: the host's own profile of the space measured, the one `--plan auto` finds."""
 
 
-def host_profile_path(machine: Machine) -> Path:
-    """Where this machine's own profile is kept: one file per machine key, so a home shared by machines holds each."""
+def host_profile_path(machine: Machine, kind: str = FIRST_USE_SPACE) -> Path:
+    """Where this machine's own profile of calibration space `kind` is kept: one file per machine key, so a home
+    shared by machines holds each; the full space's beside the first use's, never mixed with it (their samples
+    fitted together ranked the course GPT's nests as badly as the small space's alone, docs/plans.md)."""
     explicit = os.environ.get(CACHE_ENV)
     if explicit:
         base = Path(explicit) / "profiles"
@@ -53,7 +65,20 @@ def host_profile_path(machine: Machine) -> Path:
         xdg = os.environ.get("XDG_CACHE_HOME")
         base = (Path(xdg) if xdg else Path.home() / ".cache") / "presk" / "profiles"
     digest = hashlib.sha256(machine.key().encode()).hexdigest()[:16]
-    return base / f"{machine.cpu_name}-{digest}.json"
+    suffix = "" if kind == FIRST_USE_SPACE else f".{kind}"
+    return base / f"{machine.cpu_name}-{digest}{suffix}.json"
+
+
+def calibration_path(named: str, space_kind: str | None, machine: Machine) -> str:
+    """The profile `--calibrate` names: a path, or `host` with `--space`, the host's own of that space."""
+    if named != HOST:
+        return named
+    if space_kind is None:
+        raise PreskError("E4001", "--calibrate host names the host's profile of a calibration space: give --space "
+                         f"{FULL_SPACE} (what --plan auto prefers) or --space {FIRST_USE_SPACE}")  # fmt: skip
+    path = host_profile_path(machine, space_kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return str(path)
 
 
 def calibrate_first_use(path: Path, machine: Machine, err: TextIO) -> None:
@@ -80,6 +105,12 @@ def resolve_profile(explicit: str | None, machine: Machine, err: TextIO) -> str:
     named = os.environ.get(PROFILE_ENV, "").strip()
     if named:
         return named
+    full = host_profile_path(machine, FULL_SPACE)
+    if full.exists():
+        profile = load_profile(full)
+        if profile.layout is not None:
+            relower_if_stale(full, profile, MachineDesc.of(machine), err)
+            return str(full)
     path = host_profile_path(machine)
     profile = load_profile(path) if path.exists() else None
     if profile is not None and coarsely_timed(profile.samples):

@@ -18,7 +18,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from presk.cli.auto_plan import auto_plan
+from presk.cli.auto_plan import FULL_SPACE, HOST, auto_plan, calibration_path
 from presk.cli.backends import add_backend_arguments, compile_entry, make_runner
 from presk.cli.calibrate import (
     add_calibration_arguments,
@@ -41,6 +41,7 @@ from presk.cli.program import (
     plan_of,
 )
 from presk.cli.source import read_input
+from presk.cost.profile import load_profile
 from presk.diagnostics import PreskError
 from presk.interp.inputs import make_inputs
 from presk.ir.calls import find_entry
@@ -90,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
     plan = plan_of(args.realize, None if auto else args.plan) or plan_of("f64", None)
     passes = pipeline_of(args)
     if args.calibrate is not None:
+        args.calibrate = calibration_path(args.calibrate, args.space, target_machine())
         open_profile(args.calibrate, target_machine(), args.rules)
     source = read_input(args.file)
     try:
@@ -141,7 +143,14 @@ def _calibrate_space(args: argparse.Namespace) -> int:
         raise PreskError("E4001", "--space measures the calibration programs: give no FILE or --entry with it")
     if args.backend != "native":
         raise PreskError("E4001", "a calibration times native kernels: --backend native")
-    calibrate_space(args, make_runner(args.backend, args.threads))
+    host = args.calibrate == HOST
+    args.calibrate = calibration_path(args.calibrate, args.space, target_machine())
+    complete = calibrate_space(args, make_runner(args.backend, args.threads))
+    if host and not complete and not load_profile(args.calibrate).layout:
+        # Fitted on part of the space, the host's profile would be what --plan auto prices with: it waits.
+        print(f"{args.calibrate} is not fitted until its space is measured whole: --plan auto prices with "
+              f"{'the small profile' if args.space == FULL_SPACE else 'it once it is'} until then")  # fmt: skip
+        return 0
     finish_calibration(args)
     return 0
 

@@ -60,7 +60,8 @@ DEFAULT_RULES: tuple[str, ...] = ("sets", "shared")
 def add_calibration_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("cost profiles (docs/cost.md)")
     group.add_argument("--calibrate", metavar="P.json", help="append every kernel's measured time and terms to this "
-                       "profile (created if absent), then fit its constants")  # fmt: skip
+                       "profile (created if absent), then fit its constants; `host` with --space: the host's own "
+                       "profile of that space, which --plan auto uses (with --space calib, preferred once fitted)")  # fmt: skip
     group.add_argument("--space", choices=("calib", "calib-small"), help="with --calibrate, measure a calibration "
                        "space instead of FILE's entries: calib (about 20 min on 2 cores), calib-small (about 1 min)")  # fmt: skip
     group.add_argument("--space-types", default="f32,f64,bf16", metavar="T,...",
@@ -104,8 +105,9 @@ def _desc(profile: Profile, machine: Machine) -> MachineDesc:
     return profile.machine_desc or MachineDesc.of(machine)
 
 
-def calibrate_space(args: argparse.Namespace, runner: Any) -> None:
-    """Measure the points of `--space` that the profile does not hold yet, appending their samples."""
+def calibrate_space(args: argparse.Namespace, runner: Any) -> bool:
+    """Measure the points of `--space` that the profile does not hold yet, appending their samples; whether
+    every point was measured (False: a budget stopped it, or points timed out or were lost on Ray)."""
     machine = target_machine()
     profile = open_profile(args.calibrate, machine, args.rules)
     types = [t.strip() for t in args.space_types.split(",") if t.strip()]
@@ -132,7 +134,7 @@ def calibrate_space(args: argparse.Namespace, runner: Any) -> None:
                              "them died (see above); the same command measures them\n")  # fmt: skip
         for other in others:
             _fit_other_kind(args, other)
-        return
+        return not (tally.stopped or tally.timed_out or tally.lost)
     done = {str(s.extra.get("key")) for s in profile.samples}
     progress = Progress(len(points), budget, f"{args.space}")
     try:
@@ -145,6 +147,7 @@ def calibrate_space(args: argparse.Namespace, runner: Any) -> None:
           f"checks (E7002), {len(points) - remaining - measured} measured before")  # fmt: skip
     if stopped:
         print(f"the budget stopped it with {remaining} points left: the same command resumes it")
+    return not stopped
 
 
 def _fit_other_kind(args: argparse.Namespace, path: Path) -> None:

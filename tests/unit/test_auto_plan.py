@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from presk.cli import auto_plan as auto
-from presk.cost.profile import load_profile, save_profile
+from presk.cost.profile import Profile, load_profile, save_profile
 from presk.cost.terms import MachineDesc
 from presk.target import target_machine
 from presk.tuning.calibration import TERMS_CODE, TIMING, TIMING_WINDOW, coarsely_timed, space, stale_samples
@@ -65,6 +65,20 @@ def test_the_profile_comes_from_the_environment_then_the_host_cache(
     write_profile(host, load_dominated())
     _, err = run_twice(["--realize", "f32", "--plan", "auto"], tmp_path, capsys, "host")
     assert f"planned with {host}" in err and "measuring one" not in err
+
+    # The host's full calibration (`presk bench --calibrate host --space calib`) is kept beside the small one
+    # and preferred once it is fitted; one still being measured (no constants yet) is not.
+    full = auto.host_profile_path(target_machine(), auto.FULL_SPACE)
+    assert full.parent == host.parent and full != host
+    save_profile(Profile(target_machine().key(), MachineDesc.of(target_machine())), full)
+    _, err = run_twice(["--realize", "f32", "--plan", "auto"], tmp_path, capsys, "unfitted")
+    assert f"planned with {host}" in err
+    write_profile(full, load_dominated())
+    _, err = run_twice(["--realize", "f32", "--plan", "auto"], tmp_path, capsys, "full")
+    assert f"planned with {full}" in err
+    assert auto.calibration_path("host", auto.FULL_SPACE, target_machine()) == str(full)
+    assert auto.calibration_path("host", auto.FIRST_USE_SPACE, target_machine()) == str(host)
+    assert auto.calibration_path("mine.json", auto.FULL_SPACE, target_machine()) == "mine.json"
 
 
 def test_a_host_without_a_profile_measures_one_first(
@@ -143,6 +157,8 @@ def test_a_host_without_a_profile_measures_one_first(
         (["bench", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--save-plan", "x.json"], "--save-plan goes with --plan auto"),
         (["dump", str(TWO_DOTS), "--stage", "kernel", "--entry", "twice", "--dim", "B=4", "--plan", "auto"],
          "--plan auto chooses layouts for `presk run` and `presk bench`"),
+        (["bench", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--calibrate", "host"],
+         "--calibrate host names the host's profile of a calibration space: give --space calib"),
     ],
 )
 def test_misuse_is_a_clear_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -160,3 +176,21 @@ def test_a_plan_that_could_not_be_saved_is_refused_before_planning(
                             "--plan", "auto", "--save-plan", str(tmp_path / "no" / "plan.json")], capsys)  # fmt: skip
     assert code == 1 and "E0001" in err and "is not a writable directory" in err and "Traceback" not in err
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_host_calibration_a_budget_stops_is_left_unfitted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fitted on the first points of the full space, the host's profile would be preferred to the small one
+    # while it describes a few small kernels: it waits for the rest, which the same command measures.
+    from presk.tuning import calibration
+
+    monkeypatch.setenv("PRESK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(calibration, "MIN_SECONDS", 0.005)
+    code, out, err = run_cli(["bench", "--calibrate", "host", "--space", "calib", "--space-types", "f64",
+                              "--budget", "1s"], capsys)  # fmt: skip
+    assert code == 0, err
+    full = auto.host_profile_path(target_machine(), auto.FULL_SPACE)
+    assert "the budget stopped it" in out and f"{full} is not fitted until its space is measured whole" in out
+    profile = load_profile(full)
+    assert profile.layout is None and len(profile.samples) >= 1
