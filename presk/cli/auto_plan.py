@@ -70,7 +70,8 @@ def host_profile_path(machine: Machine, kind: str = FIRST_USE_SPACE) -> Path:
 
 
 def calibration_path(named: str, space_kind: str | None, machine: Machine) -> str:
-    """The profile `--calibrate` names: a path, or `host` with `--space`, the host's own of that space."""
+    """The profile `--calibrate` names: a path, or `host` with `--space`, the host's own of that space (its
+    folder created, as the calibration writes the profile at once)."""
     if named != HOST:
         return named
     if space_kind is None:

@@ -148,8 +148,9 @@ def _calibrate_space(args: argparse.Namespace) -> int:
     complete = calibrate_space(args, make_runner(args.backend, args.threads))
     if host and not complete and not load_profile(args.calibrate).layout:
         # Fitted on part of the space, the host's profile would be what --plan auto prices with: it waits.
-        print(f"{args.calibrate} is not fitted until its space is measured whole: --plan auto prices with "
-              f"{'the small profile' if args.space == FULL_SPACE else 'it once it is'} until then")  # fmt: skip
+        then = ("--plan auto prices with the small calibration until then" if args.space == FULL_SPACE
+                else "--plan auto measures the rest when it next needs it")  # fmt: skip
+        print(f"{args.calibrate} is not fitted until its space is measured whole: {then}")
         return 0
     finish_calibration(args)
     return 0

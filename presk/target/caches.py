@@ -1,4 +1,4 @@
-"""The data caches of the CPUs this process may run on, as the OS describes them.
+"""The data caches of the CPUs this process may run on, and the pages their TLB holds, as the OS describes them.
 
 Linux publishes each CPU's caches under
 `/sys/devices/system/cpu/cpuN/cache/indexK/` (level, type, size, line,
