@@ -87,16 +87,46 @@ def calibrate_first_use(path: Path, machine: Machine, err: TextIO) -> None:
     err.write(f"presk: no cost profile for this machine yet: measuring one ({FIRST_USE_SPACE}, about a minute), "
               f"kept in {path}\n")  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
+    _measure_first_use_space(path, machine, err)
+    save_profile(refit_profile(load_profile(path), best_form=True), path)
+
+
+def _measure_first_use_space(path: Path, machine: Machine, err: TextIO) -> tuple[int, int]:
+    """Measure the points of `FIRST_USE_SPACE` the profile at `path` holds no sample of; (measured, refused)."""
     profile = open_profile(str(path), machine)
     points = space(FIRST_USE_SPACE, machine)
     done = {str(s.extra.get("key")) for s in profile.samples}
     progress = Progress(len(points), label=FIRST_USE_SPACE, stream=err)
     with NativeRunner() as runner:
         try:
-            run_space(points, done, runner, profile.machine_desc, lambda s: append_samples(path, s), progress)
+            measured, refused, _ = run_space(points, done, runner, profile.machine_desc,
+                                             lambda s: append_samples(path, s), progress)  # fmt: skip
         finally:
             progress.close()
-    save_profile(refit_profile(load_profile(path), best_form=True), path)
+    return measured, refused
+
+
+def complete_first_use(path: Path, profile: Profile, machine: Machine, err: TextIO) -> None:
+    """Measure the points of `FIRST_USE_SPACE` a host profile measured by another presk lacks.
+
+    A version of presk may add points to the space (the thin product that
+    identifies the page walks' rate, docs/cost.md §6.14), and constants
+    fitted without them price what those points are there to show by
+    whatever else the samples hold. So when the profile is stale (and only
+    then: points the layout checks refuse have no sample, and are tried
+    again once per version), its missing points are measured before it is
+    relowered and refitted: seconds, once."""
+    if not stale_samples(profile.samples):
+        return
+    done = {str(s.extra.get("key")) for s in profile.samples}
+    points = space(FIRST_USE_SPACE, machine)
+    missing = sum(1 for p in points if p.key not in done)
+    if not missing:
+        return
+    err.write(f"presk: {path} holds no sample of {missing} of the {len(points)} points of this presk's "
+              f"{FIRST_USE_SPACE}: measuring them\n")  # fmt: skip
+    measured, refused = _measure_first_use_space(path, machine, err)
+    err.write(f"presk: measured {measured} of them ({refused} refused by the layout checks)\n")
 
 
 def resolve_profile(explicit: str | None, machine: Machine, err: TextIO) -> str:
@@ -123,7 +153,8 @@ def resolve_profile(explicit: str | None, machine: Machine, err: TextIO) -> str:
     if profile is None or profile.layout is None:
         calibrate_first_use(path, machine, err)
     else:
-        relower_if_stale(path, profile, MachineDesc.of(machine), err)
+        complete_first_use(path, profile, machine, err)
+        relower_if_stale(path, load_profile(path), MachineDesc.of(machine), err)
     return str(path)
 
 

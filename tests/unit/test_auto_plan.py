@@ -147,6 +147,23 @@ def test_a_host_without_a_profile_measures_one_first(
     assert len(again) == len(coarse) and coarsely_timed(again) == 0
     assert all(s.extra[TIMING] == TIMING_WINDOW for s in again)
 
+    # A later presk whose space holds a point the profile lacks: when the profile is stale, that point is
+    # measured before the samples are relowered and refitted; the points it holds are not measured again.
+    added = next(p for p in points if p.entry == "chain" and p not in few)
+    grown = [*few, added]
+    monkeypatch.setattr(auto, "space", lambda kind, m: grown if kind == auto.FIRST_USE_SPACE else space(kind, m))
+    held = load_profile(host)
+    stale = [replace(s, extra={**s.extra, TERMS_CODE: "another"}) for s in held.samples]
+    save_profile(replace(held, samples=tuple(stale), samples_file=None), host)
+    code, _, err = run_cli(["bench", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--realize", "f32",
+                            "--plan", "auto", "--rounds", "1", "--warmup", "0"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert f"{host} holds no sample of 1 of the {len(grown)} points of this presk's calib-small" in err
+    assert "measured 1 of them (0 refused by the layout checks)" in err and "measuring one" not in err
+    completed = load_profile(host).samples
+    assert added.key in {str(s.extra.get("key")) for s in completed} and len(completed) > len(held.samples)
+    assert stale_samples(completed) == 0 and load_profile(host).layout is not None
+
 
 @pytest.mark.parametrize(
     ("argv", "message"),
