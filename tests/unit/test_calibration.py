@@ -63,6 +63,16 @@ def test_a_space_holds_register_tiles_every_lane_width_and_both_worker_counts(ki
     assert {p.dtype for p in points} == {"f32", "f64", "bf16"}
 
 
+@pytest.mark.parametrize("kind", ["calib", "calib-small"])
+def test_a_space_holds_a_product_whose_column_block_spans_more_pages_than_a_tlb(kind: str) -> None:
+    # What identifies the page walks' rate (docs/cost.md §6.14): operand 1's rows a page or more apart in f32
+    # (J · 4 ≥ 4 096 bytes) over more rows K than this AMD's TLB holds pages (2 560), read in place.
+    thin = calibration.SPACES[kind].thin
+    assert any(k > 2560 and 4 * j >= 4096 for _, k, j in thin), thin
+    sizes = {tuple(sorted(dict(p.sizes).items())) for p in space(kind, target_machine()) if p.entry == "gemm"}
+    assert any(dict(s)["K"] > 2560 and 4 * dict(s)["J"] >= 4096 for s in sizes)
+
+
 def test_the_full_space_reaches_memory_and_the_thin_products() -> None:
     points = space("calib", target_machine())
     gemm_sizes = {tuple(sorted(dict(p.sizes).items())) for p in points if p.entry == "gemm"}
