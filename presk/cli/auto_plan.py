@@ -38,7 +38,7 @@ from presk.jit.engine import CACHE_ENV
 from presk.jit.native import NativeRunner
 from presk.plans import Plan, parse_plan
 from presk.target import Machine, target_machine
-from presk.tuning.calibration import Progress, coarsely_timed, relowered, run_space, space, stale_samples
+from presk.tuning.calibration import Point, Progress, coarsely_timed, relowered, run_space, space, stale_samples
 from presk.tuning.plan import make_plan, plan_text
 
 __all__ = [
@@ -87,14 +87,14 @@ def calibrate_first_use(path: Path, machine: Machine, err: TextIO) -> None:
     err.write(f"presk: no cost profile for this machine yet: measuring one ({FIRST_USE_SPACE}, about a minute), "
               f"kept in {path}\n")  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
-    _measure_first_use_space(path, machine, err)
+    profile = open_profile(str(path), machine)
+    _measure_first_use_space(path, profile, space(FIRST_USE_SPACE, machine), err)
     save_profile(refit_profile(load_profile(path), best_form=True), path)
 
 
-def _measure_first_use_space(path: Path, machine: Machine, err: TextIO) -> tuple[int, int]:
-    """Measure the points of `FIRST_USE_SPACE` the profile at `path` holds no sample of; (measured, refused)."""
-    profile = open_profile(str(path), machine)
-    points = space(FIRST_USE_SPACE, machine)
+def _measure_first_use_space(path: Path, profile: Profile, points: list[Point], err: TextIO) -> tuple[int, int]:
+    """Measure the `points` of `FIRST_USE_SPACE` that `profile` (kept at `path`) holds no sample of;
+    (measured, refused)."""
     done = {str(s.extra.get("key")) for s in profile.samples}
     progress = Progress(len(points), label=FIRST_USE_SPACE, stream=err)
     with NativeRunner() as runner:
@@ -125,7 +125,7 @@ def complete_first_use(path: Path, profile: Profile, machine: Machine, err: Text
         return
     err.write(f"presk: {path} holds no sample of {missing} of the {len(points)} points of this presk's "
               f"{FIRST_USE_SPACE}: measuring them\n")  # fmt: skip
-    measured, refused = _measure_first_use_space(path, machine, err)
+    measured, refused = _measure_first_use_space(path, profile, points, err)
     err.write(f"presk: measured {measured} of them ({refused} refused by the layout checks)\n")
 
 

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from math import gcd
+from math import gcd, prod
 
 __all__ = [
     "PAGE", "Access", "Affine", "Box", "Family", "Index", "Opaque", "SetGeometry", "families", "footprint_bytes",
@@ -515,7 +515,4 @@ def page_bytes(boxes: Sequence[Box], shape: Sequence[int], element_bytes: int) -
             else:
                 stretch += (n - 1) * stride
         total += min(copies * -(-stretch // PAGE), -(-rows.hull // PAGE)) * PAGE
-    whole = element_bytes
-    for dim in shape:
-        whole *= dim
-    return min(total, -(-whole // PAGE) * PAGE)
+    return min(total, -(-prod(shape) * element_bytes // PAGE) * PAGE)
