@@ -13,8 +13,8 @@ kernel means one ctypes prototype, no per-kernel marshalling, and a split
 that needs nothing from the kernel but its range.
 
 How a module is compiled, and why:
-- O3 with the new pass manager for the host CPU's name and features (so zmm
-  registers exist); function attributes such as `prefer-vector-width` are the
+- O3 with the new pass manager (`presk.jit.codegen.PIPELINE`) for the host
+  CPU's name and features (so zmm registers exist); function attributes such as `prefer-vector-width` are the
   IR generator's business. No fast-math flag is added here: the numerics
   policy (DESIGN.md §2) is decided by the IR.
 - Code generation happens here (`TargetMachine.emit_object`), not inside
@@ -27,7 +27,9 @@ How a module is compiled, and why:
 - Each MCJIT engine gets its own `TargetMachine`: MCJIT takes ownership of
   it, and two engines sharing one crash the process when the second dies.
 - LLVM's context is process-global in llvmlite, so compilation is serialised
-  by one lock; calling compiled kernels needs no lock.
+  by one lock; calling compiled kernels needs no lock. `compile_many` has a
+  batch of modules compiled by worker processes (`presk.jit.codegen`) and
+  loads their objects.
 """
 
 from __future__ import annotations
@@ -38,14 +40,16 @@ import os
 import struct
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from presk.target import Machine, require_native, target_machine
 from presk.diagnostics import PreskError
+from presk.jit import codegen
+from presk.jit.codegen import PIPELINE
+from presk.target import Machine, require_native, target_machine
 
 KernelFunction = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 """The ctypes prototype of every kernel; ctypes releases the GIL during the call."""
@@ -57,20 +61,6 @@ CACHE_ENV = "PRESK_CACHE_DIR"
 OBJECT_SUFFIX = ".pskobj"
 _CACHE_FORMAT = b"presk-kernel-object-v1"
 """Part of every disk key and file header: bump it to orphan old cache files."""
-UNROLL_THRESHOLD = 50
-"""LLVM's `-unroll-threshold` (300 at O3): the size up to which it unrolls a loop it was not asked to.
-
-presk unrolls what must be unrolled itself (a register tile's k loop carries
-`llvm.loop.unroll.count`, which this threshold does not limit). At 300, LLVM
-fully unrolled the small constant loops of merged kernels and optimised the
-copies: 60 % of the optimisation and code generation time, for nothing
-measurable. Measured on the Xeon host: the small course GPT's gradient
-(48 kernels) compiles in 2.3 s instead of 5.9; the course GPT's training
-step, AdamW and softmax kernels ran as fast as at 300 (kernel by kernel,
-alternately, twice), where turning LLVM's unrolling off altogether cost 10–40 %
-on reductions and LayerNorm kernels."""
-_PIPELINE = f"O3,slp,unroll-threshold={UNROLL_THRESHOLD}"
-"""The optimisation pipeline, part of every cache key: an object from another pipeline is another object."""
 _HEADER = struct.Struct("<16s32sQ")
 """Disk file header: magic, sha256 of the object bytes, their length."""
 _MAGIC = b"PRESKOBJ\x00\x00\x00\x00\x00\x00\x00\x01"
@@ -95,9 +85,7 @@ def initialize_llvm() -> None:
     with _init_lock:
         if _initialized:
             return
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        llvm.set_option("", f"-unroll-threshold={UNROLL_THRESHOLD}")  # process-wide in LLVM
+        codegen.initialize_target()
         throwaway = llvm.Target.from_default_triple().create_target_machine(jit=True)
         llvm.create_mcjit_compiler(llvm.parse_assembly(""), throwaway).close()
         _initialized = True
@@ -134,6 +122,8 @@ class EngineStats:
 
     compiled: int = 0
     """Modules optimised and code-generated in this engine."""
+    worker_compiled: int = 0
+    """Modules `compile_many` had compiled by worker processes (`presk.jit.codegen`)."""
     memory_hits: int = 0
     disk_hits: int = 0
     disk_rejected: int = 0
@@ -249,6 +239,9 @@ class _DiskCache:
     def _path(self, key: str) -> Path:
         return self.directory / f"{key}{OBJECT_SUFFIX}"
 
+    def has(self, key: str) -> bool:
+        return self._path(key).is_file()
+
     def load(self, key: str) -> bytes | None:
         try:
             data = self._path(key).read_bytes()
@@ -306,14 +299,11 @@ class JitEngine:
         self._modules: dict[str, CompiledModule] = {}
         self._machine_key = self.machine.key()
         self._codegen_target: llvm.TargetMachine | None = None
+        self._from_workers: dict[str, bytes] = {}
+        """Objects `compile_many` had compiled elsewhere, each taken by the `_compile` of its key."""
 
     def _new_target_machine(self) -> llvm.TargetMachine:
-        return llvm.Target.from_triple(self.machine.triple).create_target_machine(
-            cpu=self.machine.cpu_name,
-            features=self.machine.feature_string(),
-            opt=3,
-            jit=True,
-        )
+        return codegen.target_machine(self.machine.triple, self.machine.cpu_name, self.machine.feature_string())
 
     def _codegen(self) -> llvm.TargetMachine:
         """The engine's target machine for optimising and emitting objects.
@@ -332,7 +322,7 @@ class JitEngine:
         another pass pipeline, is a different object.
         """
         digest = hashlib.sha256()
-        for part in (_CACHE_FORMAT, llvm.llvm_version_info, _PIPELINE, ir, self._machine_key, layout_key):
+        for part in (_CACHE_FORMAT, llvm.llvm_version_info, PIPELINE, ir, self._machine_key, layout_key):
             text = str(part).encode()
             digest.update(len(text).to_bytes(8, "little"))
             digest.update(text)
@@ -364,29 +354,48 @@ class JitEngine:
         """Shorthand for `compile(ir, layout_key).kernel(name)`."""
         return self.compile(ir, layout_key).kernel(name)
 
+    def compile_many(self, irs: Sequence[str]) -> list[CompiledModule]:
+        """`compile` of each IR, the modules neither cache holds compiled side by side first.
+
+        Where they hold enough IR (`codegen.jobs_for`), worker processes
+        optimise and code-generate them, one per core this process may use,
+        and each is then loaded as a disk cache hit is (its declarations and
+        symbols checked here). A module no worker compiled, invalid IR
+        included, compiles here, with the errors `compile` gives.
+        """
+        require_native(self.machine)
+        irs = [str(ir) for ir in irs]
+        missing: dict[str, str] = {}
+        for ir in irs:
+            key = self.cache_key(ir)
+            if key not in self._modules and (self._disk is None or not self._disk.has(key)):
+                missing[key] = ir
+        try:
+            jobs = codegen.jobs_for(len(missing), sum(len(ir) for ir in missing.values()))
+        except ValueError as error:
+            raise PreskError("E4001", str(error)) from None
+        if jobs > 1:
+            with codegen.CompileWorkers(jobs, self.machine.triple, self.machine.cpu_name,
+                                        self.machine.feature_string()) as workers:  # fmt: skip
+                self._from_workers.update(workers.compile(missing))
+        try:
+            return [self.compile(ir) for ir in irs]
+        finally:
+            self._from_workers.clear()
+
     def assembly(self, ir: str) -> str:
         """The optimised module's assembly, for inspection (which registers, which calls)."""
         with _LLVM_LOCK:
             module = self._parse(str(ir))
-            self._optimize(module)
+            codegen.optimize(module, self._codegen())
             return self._codegen().emit_assembly(module)
 
     def _parse(self, ir: str) -> llvm.ModuleRef:
         try:
-            module = llvm.parse_assembly(ir)
-            module.verify()
+            return codegen.parse(ir, self._codegen(), self.machine.triple)
         except RuntimeError as error:
             text = str(error).strip().removeprefix("LLVM IR parsing error").strip()
             raise _fail(f"invalid LLVM IR: {text.replace('<string>:', 'line ')}") from None
-        module.triple = self.machine.triple
-        module.data_layout = str(self._codegen().target_data)
-        return module
-
-    def _optimize(self, module: llvm.ModuleRef) -> None:
-        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-        tuning.slp_vectorization = True  # on at O3 in clang; llvmlite leaves it off
-        builder = llvm.create_pass_builder(self._codegen(), tuning)
-        builder.getModulePassManager().run(module, builder)
 
     def _compile(self, ir: str, key: str) -> CompiledModule:
         module = self._parse(ir)
@@ -394,11 +403,15 @@ class JitEngine:
         functions = {
             fn.name: str(fn.global_value_type) for fn in module.functions if not fn.is_declaration
         }
-        obj = self._disk.load(key) if self._disk is not None else None
+        obj = self._from_workers.pop(key, None)
         if obj is not None:
+            self.stats.worker_compiled += 1
+            if self._disk is not None:
+                self._disk.store(key, obj)
+        elif self._disk is not None and (obj := self._disk.load(key)) is not None:
             self.stats.disk_hits += 1
         else:
-            self._optimize(module)
+            codegen.optimize(module, self._codegen())
             try:
                 obj = self._codegen().emit_object(module)
             except RuntimeError as error:

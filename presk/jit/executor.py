@@ -60,6 +60,13 @@ class Launch:
 Step = Alloc | View | Launch
 
 
+def _calls(runner: Runner, kernels: list[kernel.KernelOp]) -> list[KernelCall]:
+    """The runner's call of each kernel: made together where the runner can (`NativeRunner.many` compiles
+    their modules as one batch), else one by one."""
+    many = getattr(runner, "many", None)
+    return list(many(kernels)) if many is not None else [runner(k) for k in kernels]
+
+
 class HostProgram:
     """One entry's launch sequence, ready to call on input leaves.
 
@@ -82,7 +89,8 @@ class HostProgram:
         self.inputs = [(tuple(a.type.get_shape()), dtype_of(a.type)) for a in block.args]  # type: ignore[attr-defined]
         self.argument_paths = [p.data for p in (self.host.argument_paths or [])]
         self.result_paths = [p.data for p in (self.host.result_paths or [])]
-        calls: dict[str, KernelCall] = {}
+        launched = list(dict.fromkeys(op.kernel.string_value() for op in block.ops if isinstance(op, kernel.LaunchOp)))
+        calls = dict(zip(launched, _calls(runner, [kernels[name] for name in launched])))
         self.steps: list[Step] = []
         self.outputs: list[int] = []
         for op in block.ops:
@@ -95,8 +103,6 @@ class HostProgram:
                 self.steps.append(View(slots[op.result], slots[op.source], tuple(op.result.type.get_shape()), index))
             elif isinstance(op, kernel.LaunchOp):
                 name = op.kernel.string_value()
-                if name not in calls:
-                    calls[name] = runner(kernels[name])
                 site = op.attributes["site"].data  # type: ignore[attr-defined]
                 self.steps.append(Launch(calls[name], tuple(slots[b] for b in op.buffers), name, site))
             elif isinstance(op, kernel.ReturnOp):

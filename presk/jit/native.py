@@ -104,7 +104,7 @@ def _disjoint(starts: Sequence[int], sizes: Sequence[int], written: frozenset[in
 class NativeKernel:
     """One compiled kernel, called on numpy arrays (see the module docstring)."""
 
-    def __init__(self, runner: NativeRunner, kernel: KernelOp) -> None:
+    def __init__(self, runner: NativeRunner, kernel: KernelOp, compiled: CompiledKernel | None = None) -> None:
         self.runner = runner
         self.name = kernel.sym_name.data
         self.site = kernel.site.data
@@ -118,9 +118,7 @@ class NativeKernel:
         self.splittable = split_loop(kernel) is not None and self.iterations > 1
         self.operations = weighted_operations(kernel)
         self.declared_workers = declared_workers(kernel)
-        self.ir = translate_kernel(kernel, runner.machine)
-        """The LLVM IR (buffers assumed disjoint)."""
-        self.compiled: CompiledKernel = runner.engine.kernel(self.ir, self.name)
+        self.compiled: CompiledKernel = compiled or runner.engine.kernel(translate_kernel(kernel, runner.machine), self.name)
         self._function = self.compiled.function
         self._kernel = kernel
         self._overlapping: Callable[[int, int, int], None] | None = None
@@ -192,6 +190,12 @@ class NativeRunner:
 
     def __call__(self, kernel: KernelOp) -> NativeKernel:
         return NativeKernel(self, kernel)
+
+    def many(self, kernels: Sequence[KernelOp]) -> list[NativeKernel]:
+        """`runner(k)` of each kernel, their modules compiled as one batch (`JitEngine.compile_many`)."""
+        irs = [translate_kernel(k, self.machine) for k in kernels]
+        modules = self.engine.compile_many(irs)
+        return [NativeKernel(self, k, m.kernel(k.sym_name.data)) for k, m in zip(kernels, modules)]
 
     def pool(self, workers: int) -> WorkerPool:
         """The pool of `workers` threads (the caller's included), created on first use.

@@ -15,6 +15,7 @@ from xdsl.ir import Attribute
 
 from presk import pipeline
 from presk.cli.collector import collect_less_often
+from presk.jit.codegen import JOBS_ENV
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.plans import Plan
@@ -24,6 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def pytest_configure(config: pytest.Config) -> None:
     collect_less_often()  # the commands' thresholds: the tests lower and drop IR as they do
+    # Kernels compiled in this process, not by worker processes (presk.jit.codegen), unless a test asks:
+    # the suite's own workers keep every core busy, and started for each program the compile workers
+    # only added their start-up (test_backends_exact, test_cli_train and test_autodiff: 80 s → 94 s on
+    # 2 cores). tests/unit/jit/test_codegen.py runs them.
+    os.environ.setdefault(JOBS_ENV, "1")
     config.addinivalue_line(
         "markers",
         "target: the outcome depends on the target's register widths (lanes, vector code): `make test` runs "

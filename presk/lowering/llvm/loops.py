@@ -24,7 +24,7 @@ at most `FULL_UNROLL_OPS` ops unrolled) is unrolled whole
 k terms in such loops inside the parallel loops over its output, and once
 they are unrolled the innermost parallel loop is one LLVM vectorises, each
 lane its own element's chain in the same order. LLVM's own threshold, held
-low for compile time (`presk.jit.engine.UNROLL_THRESHOLD`), leaves them.
+low for compile time (`presk.jit.codegen.UNROLL_THRESHOLD`), leaves them.
 """
 
 from __future__ import annotations
