@@ -57,6 +57,9 @@ def main(args: argparse.Namespace) -> int:
     if profiles:
         records, u = _priced(files, profiles[0], args, note)
     nests = figures(records, u)
+    if not nests:
+        raise PreskError("E4001", "no measured point has a prediction: give --profile P.json to price them (or "
+                         "measure with presk autotune ... --profile P.json)")  # fmt: skip
     if args.json:
         print(json.dumps(as_json(nests), indent=1))
     else:
@@ -80,6 +83,9 @@ def _read_files(paths: list[str]) -> list[tuple[str, list[dict[str, Any]]]]:
         except OSError as error:
             raise PreskError("E0001", f"cannot read the results file '{path}': {error.strerror}") from None
         lines = read_results(path)
+        if not any(r.get("record", "point") == "point" for r in lines):
+            raise PreskError("E8001", f"{path}: the results file holds no measured point (presk autotune ... -o "
+                             f"{path} writes them)")  # fmt: skip
         for r in lines:
             if r.get("record", "point") == "point":
                 first = seen.setdefault((r["machine"], r["shape_key"]), path)

@@ -505,7 +505,11 @@ def test_rank_judges_another_profile_on_the_files_measurements(
     assert {r["shape_key"] for r in points_of(results)} == {nest["shape_key"]} and nest["site"] == "gemm/%0"
     assert "psk_core.dot" in nest["module"] and nest["storage"] == "f32"
     code, out, err = run_cli(["rank", str(results)], capsys)
-    assert code == 0 and "no measured point has a prediction" in out
+    assert code == 1 and "error: E4001: no measured point has a prediction: give --profile P.json" in err, err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, out, err = run_cli(["rank", str(empty)], capsys)
+    assert code == 1 and f"error: E8001: {empty}: the results file holds no measured point" in err, err
 
     # The same command with a profile prices the space (measuring nothing) and keeps the nest line it had.
     profile = load_dominated(tmp_path / "p.json", u=0.1)
