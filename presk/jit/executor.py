@@ -60,7 +60,7 @@ class Launch:
 Step = Alloc | View | Launch
 
 
-def _calls(runner: Runner, kernels: list[kernel.KernelOp]) -> list[KernelCall]:
+def calls_of(runner: Runner, kernels: Sequence[kernel.KernelOp]) -> list[KernelCall]:
     """The runner's call of each kernel: made together where the runner can (`NativeRunner.many` compiles
     their modules as one batch), else one by one."""
     many = getattr(runner, "many", None)
@@ -90,7 +90,7 @@ class HostProgram:
         self.argument_paths = [p.data for p in (self.host.argument_paths or [])]
         self.result_paths = [p.data for p in (self.host.result_paths or [])]
         launched = list(dict.fromkeys(op.kernel.string_value() for op in block.ops if isinstance(op, kernel.LaunchOp)))
-        calls = dict(zip(launched, _calls(runner, [kernels[name] for name in launched])))
+        calls = dict(zip(launched, calls_of(runner, [kernels[name] for name in launched])))
         self.steps: list[Step] = []
         self.outputs: list[int] = []
         for op in block.ops:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from presk.dialects.psk_kernel import KernelOp
+from presk.jit.executor import calls_of
 
 __all__ = ["TimedRunner", "call_for_a_window"]
 
@@ -44,8 +45,15 @@ class TimedRunner:
         self.kernels: dict[str, KernelOp] = {}
 
     def __call__(self, kernel: KernelOp) -> Any:
+        return self._timed(kernel, self.runner(kernel))
+
+    def many(self, kernels: Sequence[KernelOp]) -> list[Any]:
+        """Each kernel's timed call, the calls made together as the wrapped runner makes them (`calls_of`)."""
+        return [self._timed(k, call) for k, call in zip(kernels, calls_of(self.runner, kernels))]
+
+    def _timed(self, kernel: KernelOp, call: Any) -> Any:
         name = kernel.sym_name.data
-        call, samples = self.runner(kernel), self.samples[name]
+        samples = self.samples[name]
         self.kernels[name] = kernel
         workers = getattr(call, "workers", None)
         self.workers[name] = workers() if callable(workers) else 1

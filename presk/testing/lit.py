@@ -39,6 +39,7 @@ PASSED_ENVIRONMENT: tuple[str, ...] = (
     "PRESK_TARGET",
     "PRESK_THREADS",
     "PRESK_CACHE_DIR",
+    "PRESK_COMPILE_JOBS",
     "HOME",
     "TMPDIR",
 )
