@@ -32,19 +32,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def prepare(program: str, entry: str, dims: dict[str, int], cache_dir: str) -> dict[str, object]:
-    """Lower the entry and prepare every kernel natively, timing each translation and compilation."""
+def entry_kernels(program: str, entry: str, dims: dict[str, int]) -> tuple[Any, list[Any]]:
+    """The entry's kernel module at its default layouts in f32, as `presk run --realize f32` lowers it, and
+    its kernels."""
     from presk import sizes
     from presk.dialects.psk_kernel import KernelOp
     from presk.ir.context import presk_context
     from presk.ir.parse import parse_module
-    from presk.jit.engine import JitEngine
     from presk.pipeline import lower
-    from presk.lowering.kernel_to_llvm import translate_kernel
     from presk.plans import plan_from_options
 
     path = ROOT / program
@@ -52,12 +52,19 @@ def prepare(program: str, entry: str, dims: dict[str, int], cache_dir: str) -> d
     parsed.verify()
     env = sizes.resolve(parsed.module, {}, dims)
     kernels = lower(parsed.module, entry, env, plan_from_options("f32", None))
+    return kernels, [k for k in kernels.body.block.ops if isinstance(k, KernelOp)]
+
+
+def prepare(program: str, entry: str, dims: dict[str, int], cache_dir: str) -> dict[str, object]:
+    """Lower the entry and prepare every kernel natively, timing each translation and compilation."""
+    from presk.jit.engine import JitEngine
+    from presk.lowering.kernel_to_llvm import translate_kernel
+
     engine = JitEngine(cache_dir=cache_dir)
     translate_ms, compile_ms = [], []
+    _module, kernels = entry_kernels(program, entry, dims)
     start = time.perf_counter()
-    for k in kernels.body.block.ops:
-        if not isinstance(k, KernelOp):
-            continue
+    for k in kernels:
         t0 = time.perf_counter()
         ir = translate_kernel(k, engine.machine)
         t1 = time.perf_counter()
@@ -78,23 +85,13 @@ def prepare(program: str, entry: str, dims: dict[str, int], cache_dir: str) -> d
 
 def batch(program: str, entry: str, dims: dict[str, int], cache_dir: str) -> dict[str, object]:
     """Every kernel's IR of the entry, then all of them compiled as one batch; the batch's wall time."""
-    from presk import sizes
-    from presk.dialects.psk_kernel import KernelOp
-    from presk.ir.context import presk_context
-    from presk.ir.parse import parse_module
     from presk.jit import codegen
     from presk.jit.engine import OBJECT_SUFFIX, JitEngine
     from presk.lowering.kernel_to_llvm import translate_kernel
-    from presk.pipeline import lower
-    from presk.plans import plan_from_options
 
-    path = ROOT / program
-    parsed = parse_module(presk_context(), path.read_text(), str(path))
-    parsed.verify()
-    env = sizes.resolve(parsed.module, {}, dims)
-    kernels = lower(parsed.module, entry, env, plan_from_options("f32", None))
     engine = JitEngine(cache_dir=cache_dir)
-    irs = [translate_kernel(k, engine.machine) for k in kernels.body.block.ops if isinstance(k, KernelOp)]
+    _module, kernels = entry_kernels(program, entry, dims)
+    irs = [translate_kernel(k, engine.machine) for k in kernels]
     start = time.perf_counter()
     engine.compile_many(irs)
     seconds = time.perf_counter() - start
