@@ -137,3 +137,22 @@ def test_a_program_compiled_by_workers_computes_the_same_bits(tmp_path: Path, mo
     assert sorted(outputs["2"]) == sorted(outputs["1"])
     for key, value in outputs["1"].items():
         assert outputs["2"][key].tobytes() == value.tobytes(), key
+
+
+def test_presk_bench_compiles_its_timed_program_on_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`presk bench` times each launch through its own runner (`TimedRunner`), which hands the program's
+    modules over as one batch too."""
+    batches: list[int] = []
+    compile_batch = codegen.CompileWorkers.compile
+
+    def counted(self: codegen.CompileWorkers, modules: dict[str, str]) -> dict[str, bytes]:
+        batches.append(len(modules))
+        return compile_batch(self, modules)
+
+    monkeypatch.setattr(codegen.CompileWorkers, "compile", counted)
+    monkeypatch.setenv(codegen.JOBS_ENV, "2")
+    monkeypatch.setenv("PRESK_CACHE_DIR", str(tmp_path / "cache"))
+    code, out, err = run("bench", MINIGPT, "--entry", "loss", "--dim", "B=2", "--dim", "T=8", "--realize", "f32",
+                         "--rounds", "1")  # fmt: skip
+    assert code == 0, err
+    assert len(batches) == 1 and batches[0] >= 5 and "@loss: native backend" in out
