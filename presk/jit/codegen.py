@@ -4,7 +4,7 @@
 a time under llvmlite's lock: llvmlite serialises every call into LLVM, one
 process can compile only one module at once. A program launching dozens
 of kernels spends most of its first run there (the course GPT's gradient
-at B = 2, T = 32: 45 modules, about 5 s of its 8.8). `CompileWorkers`
+at B = 2, T = 32: 44 modules, about 5 s of its 8.8). `CompileWorkers`
 compiles such a batch in helper processes, one per core the caller may
 use, and the engine loads their objects as it loads the disk cache's.
 
@@ -57,7 +57,7 @@ PARALLEL_IR_BYTES = 256 * 1024
 """The IR a batch must hold before workers are started for it.
 
 A worker costs about 0.2 s to start (Python and llvmlite); LLVM takes
-about 4 µs a byte of presk's IR at O3 (the course GPT's gradient: 1.29 MB
+about 4 µs a byte of presk's IR at O3 (the course GPT's gradient: 1.28 MB
 in 5.0 s on the AMD EPYC Zen 3), so below some 150 KB the workers' start
 costs what they save."""
 

@@ -14,9 +14,10 @@ that needs nothing from the kernel but its range.
 
 How a module is compiled, and why:
 - O3 with the new pass manager (`presk.jit.codegen.PIPELINE`) for the host
-  CPU's name and features (so zmm registers exist); function attributes such as `prefer-vector-width` are the
-  IR generator's business. No fast-math flag is added here: the numerics
-  policy (DESIGN.md §2) is decided by the IR.
+  CPU's name and features (so zmm registers exist); function attributes
+  such as `prefer-vector-width` are the IR generator's business. No
+  fast-math flag is added here: the numerics policy (DESIGN.md §2) is
+  decided by the IR.
 - Code generation happens here (`TargetMachine.emit_object`), not inside
   MCJIT, so that the object's undefined symbols can be checked before MCJIT
   links it: MCJIT links an unresolved symbol to address 0 without any error
@@ -48,7 +49,6 @@ import llvmlite.binding as llvm
 
 from presk.diagnostics import PreskError
 from presk.jit import codegen
-from presk.jit.codegen import PIPELINE
 from presk.target import Machine, require_native, target_machine
 
 KernelFunction = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -322,7 +322,7 @@ class JitEngine:
         another pass pipeline, is a different object.
         """
         digest = hashlib.sha256()
-        for part in (_CACHE_FORMAT, llvm.llvm_version_info, PIPELINE, ir, self._machine_key, layout_key):
+        for part in (_CACHE_FORMAT, llvm.llvm_version_info, codegen.PIPELINE, ir, self._machine_key, layout_key):
             text = str(part).encode()
             digest.update(len(text).to_bytes(8, "little"))
             digest.update(text)
