@@ -113,17 +113,25 @@ def test_a_bad_jobs_value_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.M
         JitEngine(cache_dir=tmp_path).compile_many([scale_ir()])
 
 
-def test_a_program_compiled_by_workers_computes_the_same_bits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """MiniGPT's loss runs natively, its kernels compiled by two workers, then in this process
-    (each with a cache of its own): the same outputs, byte for byte."""
-    batches: list[int] = []
+@pytest.fixture
+def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of every batch the workers are handed, in order."""
+    sizes: list[int] = []
     compile_batch = codegen.CompileWorkers.compile
 
     def counted(self: codegen.CompileWorkers, modules: dict[str, str]) -> dict[str, bytes]:
-        batches.append(len(modules))
+        sizes.append(len(modules))
         return compile_batch(self, modules)
 
     monkeypatch.setattr(codegen.CompileWorkers, "compile", counted)
+    return sizes
+
+
+def test_a_program_compiled_by_workers_computes_the_same_bits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batches: list[int]
+) -> None:
+    """MiniGPT's loss runs natively, its kernels compiled by two workers, then in this process
+    (each with a cache of its own): the same outputs, byte for byte."""
     outputs = {}
     for jobs in ("2", "1"):
         monkeypatch.setenv(codegen.JOBS_ENV, jobs)
@@ -139,17 +147,11 @@ def test_a_program_compiled_by_workers_computes_the_same_bits(tmp_path: Path, mo
         assert outputs["2"][key].tobytes() == value.tobytes(), key
 
 
-def test_presk_bench_compiles_its_timed_program_on_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_presk_bench_compiles_its_timed_program_on_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batches: list[int]
+) -> None:
     """`presk bench` times each launch through its own runner (`TimedRunner`), which hands the program's
     modules over as one batch too."""
-    batches: list[int] = []
-    compile_batch = codegen.CompileWorkers.compile
-
-    def counted(self: codegen.CompileWorkers, modules: dict[str, str]) -> dict[str, bytes]:
-        batches.append(len(modules))
-        return compile_batch(self, modules)
-
-    monkeypatch.setattr(codegen.CompileWorkers, "compile", counted)
     monkeypatch.setenv(codegen.JOBS_ENV, "2")
     monkeypatch.setenv("PRESK_CACHE_DIR", str(tmp_path / "cache"))
     code, out, err = run("bench", MINIGPT, "--entry", "loss", "--dim", "B=2", "--dim", "T=8", "--realize", "f32",
