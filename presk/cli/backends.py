@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from presk.cli.program import Program, in_program
@@ -58,8 +59,18 @@ def make_runner(backend: str, threads: int | None = None) -> Runner:
     if backend == "native":
         from presk.jit.native import NativeRunner
 
-        return NativeRunner()
+        runner = NativeRunner()
+        if sys.stderr.isatty():
+            runner.engine.on_batch = say_compiling
+        return runner
     raise PreskError("E4001", f"--backend {backend}: the kernel backends are {', '.join(KERNEL_BACKENDS)}")
+
+
+def say_compiling(modules: int, ir_bytes: int, processes: int) -> None:
+    """The line a terminal sees before a first run's kernels compile (seconds for a model's dozens)."""
+    where = f"on {processes} processes" if processes > 1 else "in this process"
+    sys.stderr.write(f"presk: compiling {modules} kernels ({ir_bytes / 1e6:.1f} MB of LLVM IR) {where}...\n")
+    sys.stderr.flush()
 
 
 def lower(module: Any, entry: str, env: dict[str, int], plan: Plan, *flags: bool | None) -> Any:

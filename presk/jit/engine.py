@@ -301,6 +301,9 @@ class JitEngine:
         self._codegen_target: llvm.TargetMachine | None = None
         self._from_workers: dict[str, bytes] = {}
         """Objects `compile_many` had compiled elsewhere, each taken by the `_compile` of its key."""
+        self.on_batch: Callable[[int, int, int], None] | None = None
+        """Told (modules, bytes of IR, processes) before `compile_many` compiles a batch of at least
+        `codegen.PARALLEL_IR_BYTES`: the commands say so on a terminal, where a first run waits seconds."""
 
     def _new_target_machine(self) -> llvm.TargetMachine:
         return codegen.target_machine(self.machine.triple, self.machine.cpu_name, self.machine.feature_string())
@@ -370,10 +373,13 @@ class JitEngine:
             key = self.cache_key(ir)
             if key not in self._modules and (self._disk is None or not self._disk.has(key)):
                 missing[key] = ir
+        ir_bytes = sum(len(ir) for ir in missing.values())
         try:
-            jobs = codegen.jobs_for(len(missing), sum(len(ir) for ir in missing.values()))
+            jobs = codegen.jobs_for(len(missing), ir_bytes)
         except ValueError as error:
             raise PreskError("E4001", str(error)) from None
+        if self.on_batch is not None and ir_bytes >= codegen.PARALLEL_IR_BYTES:
+            self.on_batch(len(missing), ir_bytes, jobs)
         if jobs > 1:
             with codegen.CompileWorkers(jobs, self.machine.triple, self.machine.cpu_name,
                                         self.machine.feature_string()) as workers:  # fmt: skip

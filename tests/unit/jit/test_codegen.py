@@ -158,3 +158,40 @@ def test_presk_bench_compiles_its_timed_program_on_workers(
                          "--rounds", "1")  # fmt: skip
     assert code == 0, err
     assert len(batches) == 1 and batches[0] >= 5 and "@loss: native backend" in out
+
+
+def test_a_large_batch_is_announced_once_and_a_cached_one_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`on_batch` (which the commands set on a terminal) hears of a batch holding enough IR to take seconds,
+    before it compiles; a batch the cache holds, or one too small, compiles without a word."""
+    monkeypatch.setenv(codegen.JOBS_ENV, "1")
+    heard: list[tuple[int, int, int]] = []
+    engine = JitEngine(cache_dir=tmp_path / "kernels")
+    engine.on_batch = lambda modules, ir_bytes, processes: heard.append((modules, ir_bytes, processes))
+    irs = list(modules().values())
+    engine.compile_many(irs)
+    assert heard == []  # a few small modules
+    monkeypatch.setattr(codegen, "PARALLEL_IR_BYTES", 1)
+    fresh = [scale_ir(7.0, name="scale7"), irs[0]]
+    engine.compile_many(fresh)
+    assert heard == [(1, len(fresh[0]), 1)]  # the one module neither cache holds
+    engine.compile_many(fresh)
+    assert len(heard) == 1
+
+
+def test_the_commands_announce_a_first_compile_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from presk.cli.backends import make_runner
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert make_runner("native").engine.on_batch is None  # a pipe or a file: the output stays the program's
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    announce = make_runner("native").engine.on_batch
+    assert announce is not None
+    announce(44, 1_280_000, 2)
+    assert terminal.getvalue() == "presk: compiling 44 kernels (1.3 MB of LLVM IR) on 2 processes...\n"
