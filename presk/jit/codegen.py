@@ -132,34 +132,45 @@ class CompileWorkers:
     def compile(self, modules: Mapping[str, str]) -> dict[str, bytes]:
         """Objects of `modules` (key → IR), the largest first; a module a worker could not compile is absent.
 
-        A worker found dead when handed a module leaves it to the others; one
-        that dies compiling a module leaves that module to the caller (which
+        A worker found dead when handed a module puts it back for the others
+        (who wait while any module is out, so none is left behind); one that
+        dies compiling a module leaves that module to the caller (which
         compiles it itself and reports what goes wrong)."""
         queue = sorted(modules.items(), key=lambda item: -len(item[1]))
         objects: dict[str, bytes] = {}
-        lock = threading.Lock()
+        changed = threading.Condition()
+        handed = 0  # modules a worker holds now: one it could not take comes back to the queue
 
         def serve(proc: subprocess.Popen[bytes]) -> None:
+            nonlocal handed
             assert proc.stdin is not None and proc.stdout is not None
             while True:
-                with lock:
+                with changed:
+                    while not queue and handed:
+                        changed.wait()
                     if not queue:
                         return
                     key, ir = queue.pop(0)
+                    handed += 1
                 try:
                     pickle.dump((ir, *self.target), proc.stdin)
                     proc.stdin.flush()
                 except OSError:  # the worker was gone before it took the module: another takes it
-                    with lock:
+                    outcome: object = "not taken"
+                else:
+                    try:
+                        outcome = pickle.load(proc.stdout)  # the object, or None where LLVM refused the IR
+                    except (OSError, EOFError, pickle.UnpicklingError):  # it died on the module: the caller's
+                        outcome = "died"
+                with changed:
+                    handed -= 1
+                    if isinstance(outcome, bytes):
+                        objects[key] = outcome
+                    elif outcome == "not taken":
                         queue.append((key, ir))
+                    changed.notify_all()
+                if isinstance(outcome, str):
                     return
-                try:
-                    reply = pickle.load(proc.stdout)
-                except (OSError, EOFError, pickle.UnpicklingError):  # it died on the module: left to the caller
-                    return
-                if isinstance(reply, bytes):
-                    with lock:
-                        objects[key] = reply
 
         threads = [threading.Thread(target=serve, args=(proc,), daemon=True) for proc in self._procs]
         for thread in threads:
