@@ -106,8 +106,9 @@ def _measure_first_use_space(path: Path, profile: Profile, points: list[Point], 
     return measured, refused
 
 
-def complete_first_use(path: Path, profile: Profile, machine: Machine, err: TextIO) -> None:
-    """Measure the points of `FIRST_USE_SPACE` a host profile measured by another presk lacks.
+def complete_first_use(path: Path, profile: Profile, machine: Machine, err: TextIO) -> Profile:
+    """Measure the points of `FIRST_USE_SPACE` a host profile measured by another presk lacks; the profile
+    with their samples (`profile` itself when nothing was measured).
 
     A version of presk may add points to the space (the thin product that
     identifies the page walks' rate, docs/cost.md §6.14), and constants
@@ -117,16 +118,17 @@ def complete_first_use(path: Path, profile: Profile, machine: Machine, err: Text
     again once per version), its missing points are measured before it is
     relowered and refitted: seconds, once."""
     if not stale_samples(profile.samples):
-        return
+        return profile
     done = {str(s.extra.get("key")) for s in profile.samples}
     points = space(FIRST_USE_SPACE, machine)
     missing = sum(1 for p in points if p.key not in done)
     if not missing:
-        return
+        return profile
     err.write(f"presk: {path} holds no sample of {missing} of the {len(points)} points of this presk's "
               f"{FIRST_USE_SPACE}: measuring them\n")  # fmt: skip
     measured, refused = _measure_first_use_space(path, profile, points, err)
     err.write(f"presk: measured {measured} of them ({refused} refused by the layout checks)\n")
+    return load_profile(path)
 
 
 def resolve_profile(explicit: str | None, machine: Machine, err: TextIO) -> str:
@@ -153,8 +155,7 @@ def resolve_profile(explicit: str | None, machine: Machine, err: TextIO) -> str:
     if profile is None or profile.layout is None:
         calibrate_first_use(path, machine, err)
     else:
-        complete_first_use(path, profile, machine, err)
-        relower_if_stale(path, load_profile(path), MachineDesc.of(machine), err)
+        relower_if_stale(path, complete_first_use(path, profile, machine, err), MachineDesc.of(machine), err)
     return str(path)
 
 

@@ -339,7 +339,10 @@ class JitEngine:
         """
         require_native(self.machine)
         ir = str(ir)
-        key = self.cache_key(ir, layout_key)
+        return self._compiled(ir, self.cache_key(ir, layout_key))
+
+    def _compiled(self, ir: str, key: str) -> CompiledModule:
+        """The module of `ir` under `key`: from memory, else compiled (or loaded) once under the lock."""
         compiled = self._modules.get(key)
         if compiled is not None:
             self.stats.memory_hits += 1
@@ -367,12 +370,10 @@ class JitEngine:
         included, compiles here, with the errors `compile` gives.
         """
         require_native(self.machine)
-        irs = [str(ir) for ir in irs]
-        missing: dict[str, str] = {}
-        for ir in irs:
-            key = self.cache_key(ir)
-            if key not in self._modules and (self._disk is None or not self._disk.has(key)):
-                missing[key] = ir
+        keyed = [(ir, self.cache_key(ir)) for ir in map(str, irs)]
+        missing = {
+            key: ir for ir, key in keyed if key not in self._modules and (self._disk is None or not self._disk.has(key))
+        }
         ir_bytes = sum(len(ir) for ir in missing.values())
         try:
             jobs = codegen.jobs_for(len(missing), ir_bytes)
@@ -385,7 +386,7 @@ class JitEngine:
                                         self.machine.feature_string()) as workers:  # fmt: skip
                 self._from_workers.update(workers.compile(missing))
         try:
-            return [self.compile(ir) for ir in irs]
+            return [self._compiled(ir, key) for ir, key in keyed]
         finally:
             self._from_workers.clear()
 
