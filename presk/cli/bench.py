@@ -40,7 +40,7 @@ from presk.cli.program import (
     pipeline_of,
     plan_of,
 )
-from presk.cli.source import read_input
+from presk.cli.source import check_output, read_input
 from presk.cost.profile import load_profile
 from presk.diagnostics import PreskError
 from presk.interp.inputs import make_inputs
@@ -77,6 +77,10 @@ def _progress(done: int, total: int, what: str) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.rounds < 1 or args.warmup < 0:
         raise PreskError("E4001", "--rounds is at least 1 and --warmup at least 0")
+    if args.plot is not None:
+        if args.calibrate is None:
+            raise PreskError("E4001", "--plot draws a calibration's fit: give it with --calibrate P.json")
+        check_output(args.plot)
     if args.space is not None:
         return _calibrate_space(args)
     if args.file is None or not args.entry:

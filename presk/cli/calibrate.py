@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from presk.cli.refit import report
+from presk.cli.refit import draw_fit, report
 from presk.cost.fit import spearman
 from presk.cost.models import explain
 from presk.cost.profile import (
@@ -74,6 +74,8 @@ def add_calibration_arguments(p: argparse.ArgumentParser) -> None:
                        "(default: the profile's, else pnorm)")  # fmt: skip
     group.add_argument("--rules", metavar="R,...", help="the rules a new profile is fitted under (default: "
                        f"{','.join(DEFAULT_RULES)}; `presk refit --recost` changes them later)")  # fmt: skip
+    group.add_argument("--plot", metavar="FIT.png", help="with --calibrate, draw the fitted profile: each model's "
+                       "predictions against the measured times (as `presk refit --plot`)")  # fmt: skip
     group.add_argument("--profile", metavar="P.json", help="price every kernel with this profile and print the "
                        "predictions beside the measured times, with Spearman's rank correlation")  # fmt: skip
     add_ray_arguments(p, CALIBRATION_BATCH, ", with --calibrate P.json --space S")
@@ -184,6 +186,8 @@ def finish_calibration(args: argparse.Namespace) -> None:
     save_profile(fitted, args.calibrate)
     print(report(fitted))
     print(f"wrote {args.calibrate}")
+    if args.plot:
+        draw_fit(fitted, args.plot)
 
 
 def judge(args: argparse.Namespace, entry: str, kernels: Any, leaves: Sequence[Any], runner: Any) -> dict[str, float]:

@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from presk.cli.source import check_output
 from presk.cost.fit import FormScore
 from presk.cost.models import COMBINES, LOAD_TERMS, PROFILE_ERROR, Constants
 from presk.cost.profile import (
@@ -42,6 +43,8 @@ def add_parser(subparsers: Any) -> None:
                    help="fit the nine forms and keep the one of least u (prints the comparison; not with "
                         "--load-term or --combine)")
     p.add_argument("-o", "--output", metavar="OTHER.json", help="write the refitted profile here instead of P.json")
+    p.add_argument("--plot", metavar="FIT.png", help="draw the fit: each model's predictions against the measured "
+                   "times, log-log, and the share of the samples within each error (matplotlib)")  # fmt: skip
     p.set_defaults(handler=main)
 
 
@@ -51,6 +54,8 @@ def main(args: argparse.Namespace) -> int:
     if args.best and (args.load_term or args.combine):
         raise PreskError(PROFILE_ERROR, "--best chooses the load term and the combine: give neither with it")
     rules = parse_rules(args.rules or "") if args.recost else None
+    if args.plot:
+        check_output(args.plot)
     profile = load_profile(args.profile)
     if args.relower:
         profile = _relower(profile, args)
@@ -63,7 +68,17 @@ def main(args: argparse.Namespace) -> int:
         print()
         print(comparison_table(refitted.comparison))
     print(f"\nwrote {output}")
+    if args.plot:
+        draw_fit(refitted, args.plot)
     return 0
+
+
+def draw_fit(profile: Profile, path: str) -> None:
+    """`--plot`: the fit drawn (`presk.cost.fit_plot`), and where."""
+    from presk.cost.fit_plot import plot_fit
+
+    drawn = plot_fit(profile, path)
+    print(f"drew {path}: {drawn.samples} samples, " + ", ".join(f"{name} u = {u:.2%}" for name, u in drawn.errors.items()))
 
 
 def _relower(profile: Profile, args: argparse.Namespace) -> Profile:

@@ -1,16 +1,11 @@
-"""`presk train --plot FILE.png`: the training loss and the validation loss against the step, and ln V for scale.
-
-matplotlib draws with its Agg backend (a file, no display), selected here
-before pyplot is imported so that a machine without a display never tries
-to open one.
-"""
+"""`presk train --plot FILE.png`: the training loss and the validation loss against the step, and ln V for scale."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-from presk.diagnostics import PreskError
+from presk.plots import png_figure
 
 
 def plot_losses(
@@ -21,14 +16,10 @@ def plot_losses(
     title: str,
 ) -> None:
     """Write the PNG: (step, loss) of every step, (step, validation loss) of every evaluation."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    figure, axes = plt.subplots(figsize=(7, 4.2), dpi=120)
-    try:
+    with png_figure(path) as (_, panels):
+        axes = panels[0, 0]
         if train:
             axes.plot(*zip(*train), label="train (one batch)", linewidth=1, color="tab:blue", alpha=0.8)
         if validation:
@@ -40,9 +31,3 @@ def plot_losses(
         axes.set_title(title, fontsize=9)
         axes.grid(alpha=0.3)
         axes.legend()
-        figure.tight_layout()
-        figure.savefig(path, format="png")
-    except OSError as error:
-        raise PreskError("E0001", f"cannot write {path}: {error.strerror}") from None
-    finally:
-        plt.close(figure)

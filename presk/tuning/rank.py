@@ -70,6 +70,7 @@ import numpy as np
 from presk.cost.fit import spearman
 from presk.cost.profile import load_profile
 from presk.diagnostics import PreskError
+from presk.plots import png_figure
 from presk.dialects.psk_realize_layout import DECISIONS
 from presk.target import cpu_of_key, target_machine
 from presk.tuning import calibration
@@ -741,39 +742,29 @@ def side_by_side(judged: Sequence[tuple[str, Sequence[NestFigures]]]) -> list[st
 
 def plot(nests: Sequence[NestFigures], path: str) -> None:
     """Predicted against measured, log-log, a panel per nest shape, the pick and the best marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import NullFormatter
 
     count = max(len(nests), 1)
     cols = min(count, 3)
     rows = math.ceil(count / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 4 * rows), squeeze=False)
-    for ax, f in zip(axes.flat, nests):
-        x = [r["predicted_s"] * 1e6 for r in f.points]
-        y = [r["median_s"] * 1e6 for r in f.points]
-        ax.scatter(x, y, s=8, alpha=0.6, label="points")
-        assert f.pick is not None and f.best is not None
-        ax.scatter([f.pick["predicted_s"] * 1e6], [f.pick["median_s"] * 1e6], marker="x", s=80, c="red", label="pick")
-        ax.scatter([f.best["predicted_s"] * 1e6], [f.best["median_s"] * 1e6], marker="*", s=120, c="green",
-                   label="best measured")  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        for axis in (ax.xaxis, ax.yaxis):  # a narrow range's minor labels overlap
-            axis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("predicted µs")
-        ax.set_ylabel("measured µs")
-        rho = "n/a" if math.isnan(f.spearman) else f"{f.spearman:.2f}"
-        ax.set_title(f"{f.site}\nρ = {rho}, O = {f.pick_ratio:.2f}", fontsize=9)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(nests):]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=110)
-    except OSError as error:
-        raise PreskError("E0001", f"cannot write the plot '{path}': {error.strerror}") from None
-    finally:
-        plt.close(fig)
+    with png_figure(path, rows, cols, size=(4.5 * cols, 4 * rows), dpi=110) as (_, axes):
+        for ax, f in zip(axes.flat, nests):
+            x = [r["predicted_s"] * 1e6 for r in f.points]
+            y = [r["median_s"] * 1e6 for r in f.points]
+            ax.scatter(x, y, s=8, alpha=0.6, label="points")
+            assert f.pick is not None and f.best is not None
+            ax.scatter([f.pick["predicted_s"] * 1e6], [f.pick["median_s"] * 1e6], marker="x", s=80, c="red",
+                       label="pick")  # fmt: skip
+            ax.scatter([f.best["predicted_s"] * 1e6], [f.best["median_s"] * 1e6], marker="*", s=120, c="green",
+                       label="best measured")  # fmt: skip
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            for axis in (ax.xaxis, ax.yaxis):  # a narrow range's minor labels overlap
+                axis.set_minor_formatter(NullFormatter())
+            ax.set_xlabel("predicted µs")
+            ax.set_ylabel("measured µs")
+            rho = "n/a" if math.isnan(f.spearman) else f"{f.spearman:.2f}"
+            ax.set_title(f"{f.site}\nρ = {rho}, O = {f.pick_ratio:.2f}", fontsize=9)
+            ax.legend(fontsize=7)
+        for ax in list(axes.flat)[len(nests):]:
+            ax.set_visible(False)

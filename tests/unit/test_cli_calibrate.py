@@ -44,7 +44,8 @@ def small_profile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     # the fixture's 36 at 20 ms).
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(calibration, "MIN_SECONDS", 0.005)
-        code, out, err = run("bench", "--calibrate", str(path), "--space", "calib-small", *SPACE_TYPES)
+        code, out, err = run("bench", "--calibrate", str(path), "--space", "calib-small", *SPACE_TYPES,
+                             "--plot", str(path.with_name("fit.png")))  # fmt: skip
     assert code == 0, err
     return path, out
 
@@ -63,6 +64,9 @@ def test_the_small_space_calibrates_a_profile(small_profile: tuple[Path, str]) -
     spearman = data["spearman"]
     assert spearman["model"] > max(spearman["counts"], spearman["work"]) and spearman["model"] > 0.8
     assert path.with_name("P.samples.jsonl").stat().st_size > 0
+    # --plot drew the fit just written, over every sample fitted.
+    assert f"drew {path.with_name('fit.png')}: {data['fitted_samples']} samples, layout model u = {data['u']:.2%}" in out
+    assert path.with_name("fit.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_a_second_calibration_resumes_and_measures_nothing_twice(small_profile: tuple[Path, str]) -> None:

@@ -185,3 +185,50 @@ def test_the_installed_command(tmp_path: Path) -> None:
     bad = subprocess.run([str(presk), "refit", str(tmp_path / "nothing.json")], capture_output=True, text=True,
                          timeout=300, check=False)  # fmt: skip
     assert bad.returncode == 1 and bad.stderr.startswith("presk: error: E0001: cannot open profile")
+
+
+def noisy_profile(path: Path) -> None:
+    """200 samples timed from known constants with log-normal noise (σ = 0.2), so u is well above zero."""
+    samples, _ = synthetic(200, seed=5, combine="max", noise=0.2)
+    save_profile(Profile("test-host|znver3|avx2", DESC), path)
+    append_samples(path, [Sample({"": terms}, t, None, terms.work, {"kernel": f"k{i}"})
+                          for i, (terms, t) in enumerate(samples)])  # fmt: skip
+
+
+def test_plot_draws_both_models_fit_with_the_profile_s_u(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--plot` draws the fitted profile's own predictions: the median errors it reports are the fit's u."""
+    path, png = tmp_path / "p.json", tmp_path / "fit.png"
+    noisy_profile(path)
+    code, out, err = refit(str(path), "--combine", "max", "--plot", str(png), capsys=capsys)
+    assert (code, err) == (0, "")
+    fitted = re.search(r"u = (\d+\.\d\d)% \(roofline: (\d+\.\d\d)%\)", out)
+    drew = re.search(rf"drew {re.escape(str(png))}: 200 samples, layout model u = (\d+\.\d\d)%, roofline u = "
+                     r"(\d+\.\d\d)%", out)  # fmt: skip
+    assert fitted and drew and fitted.groups() == drew.groups(), out
+    assert 5.0 < float(fitted.group(1)) < float(fitted.group(2))
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000  # three panels of 200 points, not a blank
+
+    from presk.cost.fit_plot import plot_fit
+
+    profile = load_profile(path)
+    drawn = plot_fit(profile, str(tmp_path / "again.png"))
+    assert drawn.samples == 200
+    assert drawn.errors == {"layout model": pytest.approx(profile.u, rel=1e-12),
+                            "roofline": pytest.approx(profile.u_roofline, rel=1e-12)}  # fmt: skip
+
+
+def test_plot_refuses_what_it_cannot_draw_or_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from presk.cost.fit_plot import plot_fit
+    from presk.diagnostics import PreskError
+
+    path = tmp_path / "p.json"
+    noisy_profile(path)
+    with pytest.raises(PreskError, match="E8001: the profile has no fitted constants to draw"):
+        plot_fit(load_profile(path), str(tmp_path / "x.png"))  # measured, never fitted
+    before = path.read_bytes()
+    code, out, err = refit(str(path), "--plot", "/nonexistent-folder/fit.png", capsys=capsys)
+    assert code == 1 and "presk: error: E0001: cannot write /nonexistent-folder/fit.png" in err
+    assert out == "" and path.read_bytes() == before, "refused before fitting anything"
+    code = main(["bench", "--plot", str(tmp_path / "fit.png"), "corpus/mlp.mlir", "--entry", "mse"])
+    assert code == 1 and "E4001: --plot draws a calibration's fit: give it with --calibrate P.json" in capsys.readouterr().err
