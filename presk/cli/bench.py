@@ -155,6 +155,8 @@ def _calibrate_space(args: argparse.Namespace) -> int:
         then = ("--plan auto prices with the small calibration until then" if args.space == FULL_SPACE
                 else "--plan auto measures the rest when it next needs it")  # fmt: skip
         print(f"{args.calibrate} is not fitted until its space is measured whole: {then}")
+        if args.plot:
+            print(f"{args.plot} not drawn: there is no fit to draw yet")
         return 0
     finish_calibration(args)
     return 0

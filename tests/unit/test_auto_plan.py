@@ -204,10 +204,12 @@ def test_a_host_calibration_a_budget_stops_is_left_unfitted(
 
     monkeypatch.setenv("PRESK_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(calibration, "MIN_SECONDS", 0.005)
+    plot = tmp_path / "fit.png"
     code, out, err = run_cli(["bench", "--calibrate", "host", "--space", "calib", "--space-types", "f64",
-                              "--budget", "1s"], capsys)  # fmt: skip
+                              "--budget", "1s", "--plot", str(plot)], capsys)  # fmt: skip
     assert code == 0, err
     full = auto.host_profile_path(target_machine(), auto.FULL_SPACE)
     assert "the budget stopped it" in out and f"{full} is not fitted until its space is measured whole" in out
+    assert f"{plot} not drawn: there is no fit to draw yet" in out and not plot.exists()
     profile = load_profile(full)
     assert profile.layout is None and len(profile.samples) >= 1
