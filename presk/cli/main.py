@@ -20,6 +20,7 @@ from presk.cli.collector import collect_less_often
 from presk.cli.guard import run_guarded
 from presk.cli.march import add_march_argument, apply_march, command_settings
 from presk.cli.plugins import report_plugin_failures
+from presk.cli.version import VersionAction
 
 SUBCOMMANDS = ("run", "dump", "launches", "bench", "train", "refit", "plan", "autotune", "rank")
 """The modules of `presk.cli` that define a command each, in the order `presk --help` lists them."""
@@ -38,6 +39,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     With `argv`, only the command it names (if it starts with one); else every command."""
     parser = argparse.ArgumentParser(prog="presk", description="presk: a tensor compiler for PSK-Core programs")
+    parser.add_argument("--version", action=VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for command in command_modules(argv or []):
         command.add_parser(subparsers)

@@ -18,7 +18,6 @@ import sys
 import textwrap
 import time
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms import get_all_passes
@@ -31,23 +30,17 @@ from presk.cli.march import add_march_argument, apply_march, command_settings
 from presk.cli.pipeline import build_pipeline, pipeline_spec, run_pass, verify_after
 from presk.cli.plugins import report_plugin_failures
 from presk.cli.source import read_input
+from presk.cli.version import presk_version
 from presk.cli.split import SPLIT_MARKER, Chunk, split_input
 from presk.diagnostics import PreskError
 from presk.ir.parse import ParsedModule, parse_module
 from presk.ir.print import print_module
 from presk.universe import load_multiverse
 
-def _presk_version() -> str:
-    try:
-        return version("presk")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "unknown"
-
-
 class PreskOptMain(xDSLOptMain):
     """The `presk-opt` driver; `run()` returns the exit code."""
 
-    version_format = f"presk-opt {_presk_version()} (xDSL {{xdsl_version}})"
+    version_format = f"presk-opt {presk_version()} (xDSL {{xdsl_version}})"
 
     passes: tuple[ModulePass, ...]
     """The pipeline, parsed and checked before any input is read."""

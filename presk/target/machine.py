@@ -154,6 +154,18 @@ class Machine:
         disabled = (f"-{name}" for name in sorted(self.disabled_features))
         return ",".join((*enabled, *disabled))
 
+    def describe(self) -> str:
+        """One line a person reads (what `presk --version` prints): the target, its registers, caches and workers."""
+        fma = ", FMA" if "fma" in self.features else ""
+        parts = [f"{self.name}: {self.cpu_name} ({self.triple}), {self.vector_bits}-bit vectors{fma}, "
+                 f"{self.vector_registers} vector registers"]  # fmt: skip
+        if self.caches:
+            parts.append(", ".join(
+                f"L{c.level} {_size(c.size)}" + (f" shared by {c.shared_by}" if c.shared_by > 1 else "")
+                for c in self.caches))  # fmt: skip
+        parts.append(f"{self.workers()} workers")
+        return "; ".join(parts)
+
     def key(self) -> str:
         """A stable string identifying the generated code's target (part of kernel cache keys).
 
@@ -169,3 +181,11 @@ def cpu_of_key(key: str) -> str:
     when it holds none."""
     parts = key.split("|")
     return parts[1] if len(parts) > 1 and parts[1] else key
+
+
+def _size(nbytes: int) -> str:
+    """Bytes as the OS's cache sizes read: in KiB or MiB when they divide."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"

@@ -208,3 +208,41 @@ def test_march_and_threads_hold_for_their_command_only(monkeypatch: pytest.Monke
     monkeypatch.chdir(ROOT)
     assert main(["run", *mlp, "--backend", "native", "--threads", "1", "--march", "x86-64-v3"]) == 0
     assert TARGET_ENV not in os.environ and os.environ[THREADS_ENV] == "2"
+
+
+def test_version_names_what_presk_runs_on_and_its_target(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`presk --version`: the versions, then the target a speed figure needs beside it (the host's own CPU, or
+    the level `PRESK_TARGET` names, with that level's registers)."""
+    import xdsl
+
+    from presk.cli.main import main
+    from presk.cli.version import presk_version
+    from presk.target import target_machine
+
+    def version() -> list[str]:
+        with pytest.raises(SystemExit) as exited:
+            main(["--version"])
+        assert exited.value.code == 0
+        return capsys.readouterr().out.splitlines()
+
+    monkeypatch.delenv("PRESK_TARGET", raising=False)
+    monkeypatch.setenv("PRESK_THREADS", "3")
+    first, target = version()
+    assert first.startswith(f"presk {presk_version()} (xDSL {xdsl.__version__}, llvmlite ")
+    host = target_machine()
+    assert target.startswith(f"target host: {host.cpu_name} ({host.triple}), {host.vector_bits}-bit vectors")
+    assert f"{host.vector_registers} vector registers" in target and target.endswith("; 3 workers")
+    monkeypatch.setenv("PRESK_TARGET", "x86-64-v3")
+    _, narrow = version()
+    assert narrow.startswith("target x86-64-v3: x86-64-v3 (") and "256-bit vectors, FMA, 16 vector registers" in narrow
+
+
+def test_a_machine_describes_its_caches_in_the_os_s_units() -> None:
+    from presk.target import CacheLevel, Machine
+
+    machine = Machine("x86_64-unknown-linux-gnu", "znver3", frozenset({"avx2", "fma"}), 2, 256,
+                      caches=(CacheLevel(1, 32 << 10, 64, 1), CacheLevel(2, 512 << 10, 64, 1),
+                              CacheLevel(3, 32 << 20, 64, 2), CacheLevel(4, 1000, 64, 1)))  # fmt: skip
+    assert machine.describe().split("; ")[1] == "L1 32 KiB, L2 512 KiB, L3 32 MiB shared by 2, L4 1000 B"
