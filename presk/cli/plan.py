@@ -28,11 +28,15 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("-o", "--output", required=True, metavar="PLAN.json", help="where the plan is written")
     p.add_argument("--space", choices=SPACES, default="quick",
                    help="quick (default): tiles whose registers fit the target's; full: every tile and lane")  # fmt: skip
+    p.add_argument("--plot", metavar="SPACE.png", help="draw, per nest, every priced point's predicted time over the "
+                   "chosen one's, with the line at 1 + u (matplotlib)")  # fmt: skip
     p.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
     check_output(args.output)
+    if args.plot:
+        check_output(args.plot)
     program = program_of(args)
     result = make_plan(program.parsed.module, args.entry, program.env, args.realize, args.profile,
                        args.space, plan_dir=os.path.dirname(args.output))  # fmt: skip
@@ -45,4 +49,9 @@ def main(args: argparse.Namespace) -> int:
     for line in report(result):
         print(line)
     print(f"wrote {args.output}")
+    if args.plot:
+        from presk.tuning.plan_plot import plot_choices
+
+        plot_choices(result.choices, result.u, args.plot)
+        print(f"drew {args.plot}")
     return 0

@@ -608,6 +608,8 @@ class NestChoice:
     unmeasured: tuple[str, ...] = ()
     """The groups (machine type/lanes/workers) of the points left unpriced because no calibration sample
     was of them: the plan is the best of the others, and the report says so."""
+    prices: tuple[float, ...] = ()
+    """Every priced point's predicted seconds per run, in the space's order (`presk plan --plot` draws them)."""
 
 
 def legal_points(nest: Nest, machine: Machine, space: str,
@@ -909,7 +911,7 @@ def _choose(
         within = sum(1 for _, seconds in priced if seconds <= best * (1 + u))
         refused = sum(conditions.values())
         choices.append(NestChoice(nest, best_point, best, len(priced), refused, within, dict(conditions),
-                                  tuple(sorted(unmeasured))))  # fmt: skip
+                                  tuple(sorted(unmeasured)), tuple(seconds for _, seconds in priced)))  # fmt: skip
     return choices
 
 

@@ -228,6 +228,9 @@ def test_chosen_point_is_the_one_the_constants_make_cheapest() -> None:
     assert choice.point["pack"] is False and choice.point["split"] == "none"
     assert choice.seconds == pytest.approx(1e-7 + best * 1e-9)
     assert 1 <= choice.within <= choice.priced and choice.refused > 0
+    # Every priced point's price is kept (what --plot draws): the least is the choice's, and `within` counts them.
+    assert len(choice.prices) == choice.priced and min(choice.prices) == choice.seconds
+    assert choice.within == sum(1 for p in choice.prices if p <= choice.seconds * 1.1)
 
 
 class Terminal(io.StringIO):
@@ -268,9 +271,9 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 
 def test_written_plan_runs_natively_with_the_defaults_bits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     profile = write_profile(tmp_path / "p.json", load_dominated())
-    plan = tmp_path / "plan.json"
+    plan, drawn = tmp_path / "plan.json", tmp_path / "space.png"
     code, out, err = run_cli(["plan", str(TWO_DOTS), "--entry", "twice", "--dim", "B=4", "--realize", "f32",
-                              "--profile", str(profile), "-o", str(plan)], capsys)  # fmt: skip
+                              "--profile", str(profile), "-o", str(plan), "--plot", str(drawn)], capsys)  # fmt: skip
     assert code == 0, err
     written = json.loads(plan.read_text())
     assert written["realization"] == "f32" and written["profile"] == str(profile)
@@ -283,7 +286,8 @@ def test_written_plan_runs_natively_with_the_defaults_bits(tmp_path: Path, capsy
         assert json.loads(lines[at + 1]) == written["layout"][site]
         assert lines[at + 2].startswith("  predicted ") and "a launch" in lines[at + 2]
         assert "points within 1 + u" in lines[at + 2] and "refused" in lines[at + 2]
-    assert lines[-1] == f"wrote {plan}"
+    assert lines[-2:] == [f"wrote {plan}", f"drew {drawn}"]
+    assert drawn.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert_same_bits(plan, "twice", tmp_path, capsys)
 
 
@@ -458,6 +462,9 @@ def test_errors_are_diagnostics_with_exit_codes(tmp_path: Path, capsys: pytest.C
     base = [str(GEMM), "--dim", "N=8", "--realize", "f32", "-o", str(tmp_path / "plan.json")]
     code, _, err = run_cli(["plan", *base, "--entry", "nope", "--profile", str(good)], capsys)
     assert code == 1 and "E4004" in err and "Traceback" not in err
+    code, out, err = run_cli(["plan", *base, "--entry", "gemm", "--profile", str(good), "--plot", "/no/folder/s.png"],
+                             capsys)  # fmt: skip
+    assert code == 1 and "E0001: cannot write /no/folder/s.png" in err and out == "", "refused before pricing"
     code, _, err = run_cli(["plan", *base, "--entry", "gemm", "--profile", str(tmp_path / "missing.json")], capsys)
     assert code == 1 and "E0001" in err and "missing.json" in err
     corrupt = tmp_path / "corrupt.json"
