@@ -1,4 +1,4 @@
-"""The PNG figures the commands draw (`presk train --plot`, `presk rank --plot`, `presk refit --plot`).
+"""The PNG figures the commands' `--plot` draws (`presk train`, `rank`, `refit`, `plan`, `bench --calibrate`).
 
 matplotlib draws with its Agg backend (a file, no display), selected here
 before pyplot is imported, so that a machine without a display never tries

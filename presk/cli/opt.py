@@ -30,8 +30,8 @@ from presk.cli.march import add_march_argument, apply_march, command_settings
 from presk.cli.pipeline import build_pipeline, pipeline_spec, run_pass, verify_after
 from presk.cli.plugins import report_plugin_failures
 from presk.cli.source import read_input
-from presk.cli.version import presk_version
 from presk.cli.split import SPLIT_MARKER, Chunk, split_input
+from presk.cli.version import presk_version
 from presk.diagnostics import PreskError
 from presk.ir.parse import ParsedModule, parse_module
 from presk.ir.print import print_module

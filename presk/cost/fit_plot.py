@@ -5,7 +5,7 @@ against the measured times, the roofline's beside it (both log-log, the
 diagonal and the band of ± u drawn, so the half of the samples u promises
 lie between the two dashed lines), and the cumulative share of the samples
 within each relative error, where u is the median. The samples are
-coloured by storage type and marked by workers, the groups the constants
+coloured by machine type and marked by workers, the groups the constants
 are fitted per: a group the model misprices stands apart as a cloud of one
 colour off the diagonal, which the table of constants does not show.
 """
