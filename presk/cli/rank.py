@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from presk.cli.source import check_output
 from presk.diagnostics import PreskError
 from presk.tuning.autotune import read_results
 from presk.tuning.rank import as_json, figures, plot, pooled, priced_under, report, side_by_side
@@ -43,6 +44,8 @@ def main(args: argparse.Namespace) -> int:
         raise PreskError("E4001", "--whole-space goes with --profile: the file's own prices are its whole spaces'")
     if len(profiles) > 1 and args.plot:
         raise PreskError("E4001", "--plot draws one model's predictions: give one --profile with it")
+    if args.plot:
+        check_output(args.plot)  # before the pricing a --profile asks for
     note = sys.stderr if args.json else sys.stdout
     if len(profiles) > 1:
         judged = [(path, figures(*_priced(files, path, args, note))) for path in profiles]

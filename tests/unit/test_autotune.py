@@ -583,6 +583,8 @@ def test_rank_judges_another_profile_on_the_files_measurements(
     code, _, err = run_cli(["rank", str(results), "--profile", str(profile), "--profile", str(slower), "--plot",
                             str(tmp_path / "x.png")], capsys)  # fmt: skip
     assert code == 1 and "--plot draws one model's predictions" in err
+    code, out, err = run_cli(["rank", str(results), "--profile", str(profile), "--plot", "/no/folder/r.png"], capsys)
+    assert code == 1 and "E0001: cannot write /no/folder/r.png" in err and out == "", "refused before pricing"
 
     # Points predicted by two profiles (a second --candidates run under another) do not rank together.
     mixed = tmp_path / "mixed.jsonl"
