@@ -4,7 +4,9 @@ Three panels over the profile's samples: the layout model's predictions
 against the measured times, the roofline's beside it (both log-log, the
 diagonal and the band of ± u drawn, so the half of the samples u promises
 lie between the two dashed lines), and the cumulative share of the samples
-within each relative error, where u is the median. The samples are
+within each relative error, where u is the median; a fourth panel spreads
+the first model's predicted / measured by the layout's order, where a
+model that misprices one order's traffic shows it. The samples are
 coloured by machine type and marked by workers, the groups the constants
 are fitted per: a group the model misprices stands apart as a cloud of one
 colour off the diagonal, which the table of constants does not show.
@@ -19,6 +21,7 @@ import numpy as np
 from presk.cost.models import predict_many
 from presk.cost.profile import Profile, fit_samples
 from presk.diagnostics import PreskError
+from presk.dialects.psk_realize_layout import ORDERS_WITH_KBLOCK, ORDERS_WITHOUT_KBLOCK
 from presk.plots import png_figure
 
 COLOURS = {"f64": "tab:blue", "f32": "tab:orange", "bf16": "tab:green", "i64": "tab:purple"}
@@ -31,6 +34,8 @@ class FitPlot:
 
     samples: int
     errors: dict[str, float]
+    by_order: dict[str, float]
+    """The first model's median predicted / measured over the samples of each order (the last panel)."""
 
 
 def plot_fit(profile: Profile, path: str) -> FitPlot:
@@ -46,11 +51,15 @@ def plot_fit(profile: Profile, path: str) -> FitPlot:
     predicted = {name: np.asarray(predict_many(constants, terms)) * 1e6 for name, constants in models}
     errors = {name: np.abs(p / measured - 1.0) for name, p in predicted.items()}
     medians = {name: float(np.median(e)) for name, e in errors.items()}
-    with png_figure(path, 1, len(models) + 1, size=(4.6 * (len(models) + 1), 4.4), dpi=110) as (figure, axes):
+    orders = [str((sample.extra.get("layout") or {}).get("order", "default")) for sample in profile.samples]
+    with png_figure(path, 2, 2, size=(10.0, 8.6), dpi=110) as (figure, grid):
+        axes = grid.flat
+        if len(models) == 1:
+            axes[1].set_visible(False)
         low = min(float(measured.min()), *(float(p.min()) for p in predicted.values()))
         high = max(float(measured.max()), *(float(p.max()) for p in predicted.values()))
         line = np.geomspace(low, high, 2)
-        for ax, (name, _) in zip(axes[0], models):
+        for ax, (name, _) in zip(axes, models):
             u = medians[name]
             for dtype in sorted(set(dtypes.tolist())):
                 for several, marker in ((False, "o"), (True, "^")):
@@ -72,7 +81,7 @@ def plot_fit(profile: Profile, path: str) -> FitPlot:
             ax.set_title(f"{name}: u = {u:.1%} over {len(samples)} samples", fontsize=9)
             ax.grid(alpha=0.3, which="both", linewidth=0.4)
             ax.legend(fontsize=7, loc="upper left")
-        ax = axes[0, -1]
+        ax = axes[2]
         for name, e in errors.items():
             ordered = np.sort(e)
             ax.plot(ordered * 100, np.arange(1, len(ordered) + 1) / len(ordered), label=f"{name} (u = {medians[name]:.1%})")
@@ -85,5 +94,23 @@ def plot_fit(profile: Profile, path: str) -> FitPlot:
                      f"rules {', '.join(profile.rules) or 'none'}", fontsize=9)  # fmt: skip
         ax.grid(alpha=0.3, linewidth=0.4)
         ax.legend(fontsize=7, loc="lower right")
+        by_order = _by_order(orders, predicted[models[0][0]] / measured)
+        ax = axes[3]
+        ax.boxplot(list(by_order.values()), showfliers=False, whis=(10, 90))
+        ax.set_xticks(range(1, len(by_order) + 1), [f"{name}\n{len(v)}" for name, v in by_order.items()], fontsize=7)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_ylabel(f"{models[0][0]}: predicted / measured")
+        ax.set_title("by the layout's order (samples under each name;\nboxes 25–75 %, whiskers 10–90 %)", fontsize=9)
+        ax.grid(alpha=0.3, axis="y", linewidth=0.4)
         figure.suptitle(f"{profile.form.load_term} loads, {profile.form.combine} combine", fontsize=9)
-    return FitPlot(len(samples), medians)
+    return FitPlot(len(samples), medians, {name: float(np.median(v)) for name, v in by_order.items()})
+
+
+def _by_order(orders: list[str], ratios: np.ndarray) -> dict[str, np.ndarray]:
+    """The ratios of the samples of each order, the orders as the layout domain lists them, "default" (a
+    sample stating none: an elementwise kernel, a default layout) last."""
+    known = (*ORDERS_WITHOUT_KBLOCK, *ORDERS_WITH_KBLOCK)
+    names = [o for o in known if o in orders] + sorted(set(orders) - set(known) - {"default"})
+    names += ["default"] if "default" in orders else []
+    picked = np.array(orders)
+    return {name: ratios[picked == name] for name in names}

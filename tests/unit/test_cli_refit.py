@@ -214,6 +214,7 @@ def test_plot_draws_both_models_fit_with_the_profile_s_u(tmp_path: Path, capsys:
     profile = load_profile(path)
     drawn = plot_fit(profile, str(tmp_path / "again.png"))
     assert drawn.samples == 200
+    assert list(drawn.by_order) == ["default"]  # the synthetic samples state no layout
     assert drawn.errors == {"layout model": pytest.approx(profile.u, rel=1e-12),
                             "roofline": pytest.approx(profile.u_roofline, rel=1e-12)}  # fmt: skip
 
