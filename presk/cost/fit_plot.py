@@ -102,7 +102,8 @@ def plot_fit(profile: Profile, path: str) -> FitPlot:
         ax.set_ylabel(f"{models[0][0]}: predicted / measured")
         ax.set_title("by the layout's order (samples under each name;\nboxes 25–75 %, whiskers 10–90 %)", fontsize=9)
         ax.grid(alpha=0.3, axis="y", linewidth=0.4)
-        figure.suptitle(f"{profile.form.load_term} loads, {profile.form.combine} combine", fontsize=9)
+        if profile.layout is not None:  # the form is the layout model's; a roofline alone has none
+            figure.suptitle(f"{profile.form.load_term} loads, {profile.form.combine} combine", fontsize=9)
     return FitPlot(len(samples), medians, {name: float(np.median(v)) for name, v in by_order.items()})
 
 

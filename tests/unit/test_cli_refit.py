@@ -215,6 +215,10 @@ def test_plot_draws_both_models_fit_with_the_profile_s_u(tmp_path: Path, capsys:
     drawn = plot_fit(profile, str(tmp_path / "again.png"))
     assert drawn.samples == 200
     assert list(drawn.by_order) == ["default"]  # the synthetic samples state no layout
+    # A profile with the roofline alone draws that model only.
+    alone = plot_fit(replace(profile, layout=None), str(tmp_path / "roofline.png"))
+    assert alone.errors == {"roofline": pytest.approx(profile.u_roofline, rel=1e-12)}
+    assert (tmp_path / "roofline.png").read_bytes().startswith(b"\x89PNG")
     assert drawn.errors == {"layout model": pytest.approx(profile.u, rel=1e-12),
                             "roofline": pytest.approx(profile.u_roofline, rel=1e-12)}  # fmt: skip
 
