@@ -22,6 +22,11 @@ from presk.dialects.psk_core_types import map_type
 SIZE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A size name: what `--dim NAME=N` and size expressions can refer to."""
 
+MAX_SIZE = 1 << 40
+"""The largest size a binding may give. An axis of 2^40 elements is 8 TiB in f64, more than any machine presk
+targets holds, so a larger one is a typo; and a size past 2^63 could not even be a kernel's 64-bit index
+constant (LLVM would be handed an integer its `i64` cannot hold)."""
+
 
 
 def evaluate(tokens: list[str | int], env: Mapping[str, int], what: str) -> int:
@@ -56,6 +61,10 @@ def parse_bindings(items: Iterable[str], flag: str) -> dict[str, int]:
                 raise PreskError("E4001", f"{flag} '{part}': expected NAME=POSITIVE_INTEGER, e.g. {flag} B=2")
             if int(value) <= 0:
                 raise PreskError("E4001", f"{flag} '{part}': sizes are positive")
+            if int(value) > MAX_SIZE:
+                raise PreskError("E4001", f"{flag} '{part}': sizes are at most 2^40 = {MAX_SIZE}")
+            if name in out and out[name] != int(value):
+                raise PreskError("E4001", f"{flag} {name} is bound twice, to {out[name]} and to {value}")
             out[name] = int(value)
     return out
 

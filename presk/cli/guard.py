@@ -1,7 +1,8 @@
 """The outermost layer of every presk command: no traceback reaches a user.
 
 A `PreskError` is the user's problem and is printed as a diagnostic (exit
-1); anything else is presk's problem and is reported as an internal error
+1), and so is running out of memory (E4006: the sizes asked for more than
+the machine has); anything else is presk's problem and is reported as an internal error
 (exit 70, EX_SOFTWARE) with the traceback only when `PRESK_DEBUG=1`.
 """
 
@@ -39,6 +40,10 @@ def run_guarded(body: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         _report("presk: interrupted")
         return EXIT_INTERRUPTED
+    except MemoryError as error:  # the user's sizes, not a bug: say what ran out
+        _report(f"presk: error: E4006: out of memory: {error or 'an allocation failed'}\n"
+                "presk: note: smaller --dim sizes need less; the arguments alone are checked before anything runs")
+        return EXIT_ERROR
     except BrokenPipeError:  # `presk-opt f.mlir | head`: the reader went away
         _silence_stdout()
         return EXIT_ERROR

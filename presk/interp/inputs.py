@@ -15,6 +15,8 @@ parse strings as numbers, so a wrong file would run and give a wrong loss.
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -96,7 +98,51 @@ def make_inputs(
     for i, init in chosen.items():
         if init not in INITS:
             raise PreskError("E4003", f"argument {i} of @{func.sym_name.data}: an init is one of {', '.join(INITS)}")
+    check_memory(func, env)
     return [_generate(t, env, rng, chosen[i], names[i]) for i, t in enumerate(func.function_type.inputs.data)]
+
+
+def physical_memory() -> int:
+    """Bytes of memory the machine has (0 where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def check_memory(func: FuncOp, env: Mapping[str, int]) -> None:
+    """E4006 before anything is allocated when the entry's arguments alone, as generated (8 bytes an element),
+    would take more memory than the machine has: numpy would fail on the first of them with a MemoryError,
+    or with a ValueError where the element count overflows its index type, neither of which names the sizes."""
+    total = 0
+    for i, t in enumerate(func.function_type.inputs.data):
+        total += 8 * sum(_elements(leaf, env, f"argument {i}") for leaf in _leaves(t))
+    memory = physical_memory()
+    if memory and total > memory:
+        sizes = ", ".join(f"{name}={value}" for name, value in sorted(env.items()))
+        raise PreskError("E4006", f"the arguments of @{func.sym_name.data} at {sizes} take {_bytes(total)}, "
+                                  f"more than this machine's {_bytes(memory)} of memory")  # fmt: skip
+
+
+def _leaves(t: Attribute) -> list[Attribute]:
+    if isinstance(t, RecordType):
+        return [leaf for _, ft in t.fields for leaf in _leaves(ft)]
+    if isinstance(t, TupleType):
+        return [leaf for et in t.element_types.data for leaf in _leaves(et)]
+    return [t]
+
+
+def _elements(t: Attribute, env: Mapping[str, int], where: str) -> int:
+    if isinstance(t, (TensorType, IndexTensorType)):
+        return math.prod(bound_shape(t, env, where))
+    return 1
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def gpt2_init(path: str, rank: int) -> str:

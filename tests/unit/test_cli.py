@@ -142,6 +142,15 @@ def test_presk_errors_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().err == "presk: error: E4004: no function @main\n"
 
 
+def test_running_out_of_memory_is_the_user_s_error_not_a_bug(capsys: pytest.CaptureFixture[str]) -> None:
+    def allocate() -> int:
+        raise MemoryError("Unable to allocate 4.77 GiB for an array with shape (20000000, 32) and data type float64")
+
+    assert run_guarded(allocate) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("presk: error: E4006: out of memory: Unable to allocate 4.77 GiB") and "internal" not in err
+
+
 def test_presk_starts_without_the_libraries_only_some_commands_use() -> None:
     """`presk` imports egglog (and the black it pulls in) only for `--opt`, and xDSL's interpreters only
     for the reference interpreter: together they were 0.4 s of every invocation's 0.9 s."""

@@ -68,6 +68,15 @@ def test_inputs_and_outputs_round_trip_through_npz(tmp_path: Path) -> None:
         (["run", LAYERNORM, "--entry", "nope"], "E4004", r"no function @nope"),
         (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=two"], "E4001", r"NAME=POSITIVE_INTEGER"),
         (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "T=2"], "E4002", r"'B' is not bound"),
+        (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=2", "--dim", "T=2", "--dim", "B=3"], "E4001",
+         r"--dim B is bound twice, to 2 and to 3"),
+        # Past 2^63 the size could not be a kernel's i64 constant; past 2^40 it is no machine's buffer.
+        (["dump", LAYERNORM, "--stage", "kernel", "--entry", "LayerNorm.apply", "--dim", "B=99999999999999999999",
+          "--dim", "T=2"], "E4001", r"'B=99999999999999999999': sizes are at most 2\^40 = 1099511627776"),
+        # 2^40 x 2^10 x 16 elements of 8 bytes (128 PiB): refused before numpy allocates anything.
+        (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=1099511627776", "--dim", "T=1024"], "E4006",
+         r"the arguments of @LayerNorm.apply at B=1099511627776, .*T=1024 take 131072\.0 TiB, more than this "
+         r"machine's [0-9.]+ [GT]iB of memory"),
         (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--const", "Q=2"], "E4001", r"no constant of that name"),
         (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "D=4"], "E4001", r"is a constant of the program"),
         (["dump", LAYERNORM, "--stage", "nope"], "E4001", r"--stage nope"),
