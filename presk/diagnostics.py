@@ -66,7 +66,8 @@ class Note:
 
 
 class PlanWarning(UserWarning):
-    """A plan that is valid but will run slowly on this machine (a register tile that spills).
+    """A plan that is valid but will run slowly on this machine (a register tile that spills, more workers
+    than the cores the process may run on).
 
     Issued with `warnings.warn`, so a library caller decides what to do with
     it; the command line prints it as `presk: warning: ...` (`presk.cli.guard`).

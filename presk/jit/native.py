@@ -33,6 +33,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Self
@@ -44,7 +45,8 @@ from presk.cost.kernel_cost import (
     split_workers,
     weighted_operations,
 )
-from presk.target import Machine
+from presk.diagnostics import PlanWarning
+from presk.target import THREADS_ENV, Machine
 from presk.dialects.psk_kernel import KernelOp
 from presk.jit.buffers import BufferSpec, check_buffers
 from presk.jit.engine import CompiledKernel, JitEngine
@@ -209,6 +211,11 @@ class NativeRunner:
             with self._lock:
                 pool = self._pools.get(workers)
                 if pool is None:
+                    if workers > self.machine.cores:
+                        warnings.warn(PlanWarning(
+                            f"{workers} workers on the {self.machine.cores} cores this process may run on "
+                            f"(--threads or {THREADS_ENV}): they take turns on the cores, and each split kernel "
+                            f"waits for its slowest; {self.machine.cores} or fewer run it faster"), stacklevel=2)  # fmt: skip
                     pool = self._pools[workers] = WorkerPool(workers, CHUNKS_PER_WORKER, self.engine)
         return pool
 

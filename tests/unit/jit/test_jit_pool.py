@@ -147,3 +147,23 @@ def test_every_iteration_runs_once_in_the_planned_chunks(engine: JitEngine, work
     with WorkerPool(workers, per, engine=engine) as pool:
         pool.run(kernel.address, 0, n)
     assert sorted((lo, hi) for _, lo, hi, _ in kernel.calls) == (even_chunks(n, workers, per) if workers > 1 else [(0, n)])
+
+
+def test_more_workers_than_cores_is_warned_once_and_still_runs() -> None:
+    """`--threads 8` on a 2-core machine runs, every split kernel waiting for workers that take turns on
+    the cores: the runner says so when it makes that pool, once, and not for a pool the cores can hold."""
+    import warnings
+
+    from presk.diagnostics import PlanWarning
+    from presk.jit.native import NativeRunner
+
+    with NativeRunner() as runner:
+        cores = runner.machine.cores
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            runner.pool(cores)
+            runner.pool(cores + 1)
+            runner.pool(cores + 1)
+        told = [w for w in caught if issubclass(w.category, PlanWarning)]
+        assert len(told) == 1
+        assert str(told[0].message).startswith(f"{cores + 1} workers on the {cores} cores this process may run on")
