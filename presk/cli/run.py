@@ -34,7 +34,7 @@ from presk.cli.program import (
     plan_options,
     realize_program,
 )
-from presk.cli.source import Source, read_input
+from presk.cli.source import Source, check_output, read_input
 from presk.cli.backends import add_backend_arguments, host_program
 from presk.diagnostics import PreskError
 from presk.dialects.psk_core_types import describe
@@ -87,6 +87,8 @@ def main(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, plan: Plan | None, source: Source, passes: tuple[ModulePass, ...]) -> int:
     if args.bits is not None and not 8 <= args.bits <= 100_000:
         raise PreskError("E4001", f"--bits {args.bits}: choose a precision between 8 and 100000 bits")
+    if args.output:
+        check_output(args.output)
     program = load_program(source, args.dim, args.const, passes, opt=opt_of(args), entries=entries_of(args))
     module, env = program.parsed.module, program.env
     func = find_entry(module, args.entry)

@@ -80,6 +80,10 @@ def test_inputs_and_outputs_round_trip_through_npz(tmp_path: Path) -> None:
         (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--const", "Q=2"], "E4001", r"no constant of that name"),
         (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "D=4"], "E4001", r"is a constant of the program"),
         (["dump", LAYERNORM, "--stage", "nope"], "E4001", r"--stage nope"),
+        # Refused before the run (the save at its end would say "No such file or directory").
+        (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=2", "--dim", "T=2", "--output",
+          "/nonexistent-folder/out.npz"], "E0001", r"cannot write /nonexistent-folder/out.npz: /nonexistent-folder is "
+         r"not a writable directory"),
     ],
 )
 def test_user_errors_are_diagnostics(argv: list[str], code: str, pattern: str) -> None:
