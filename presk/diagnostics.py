@@ -32,6 +32,7 @@ ERROR_CODES: dict[str, str] = {
     "E4003": "bad input file or input shape",
     "E4004": "unknown entry function",
     "E4005": "unknown target",
+    "E4006": "not enough memory for the sizes asked",
     "E5001": "native compilation failed (invalid LLVM IR, unresolved symbol)",
     "E5002": "the target's code cannot run on this host",
     "E7001": "ill-formed realization (unknown type, or a site the program does not have)",

@@ -2,8 +2,9 @@
 
 A `PreskError` is the user's problem and is printed as a diagnostic (exit
 1), and so is running out of memory (E4006: the sizes asked for more than
-the machine has); anything else is presk's problem and is reported as an internal error
-(exit 70, EX_SOFTWARE) with the traceback only when `PRESK_DEBUG=1`.
+the machine has); anything else is presk's problem and is reported as an
+internal error (exit 70, EX_SOFTWARE) with the traceback only when
+`PRESK_DEBUG=1`.
 """
 
 from __future__ import annotations

@@ -6,12 +6,15 @@ import ctypes
 import gc
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
 from jit_kernels import pointer_table, scale_ir
 
+from presk.diagnostics import PlanWarning
 from presk.jit.engine import JitEngine, KernelFunction
+from presk.jit.native import NativeRunner
 from presk.jit.pool import WorkerPool, even_chunks, split_range
 
 
@@ -152,11 +155,6 @@ def test_every_iteration_runs_once_in_the_planned_chunks(engine: JitEngine, work
 def test_more_workers_than_cores_is_warned_once_and_still_runs() -> None:
     """`--threads 8` on a 2-core machine runs, every split kernel waiting for workers that take turns on
     the cores: the runner says so when it makes that pool, once, and not for a pool the cores can hold."""
-    import warnings
-
-    from presk.diagnostics import PlanWarning
-    from presk.jit.native import NativeRunner
-
     with NativeRunner() as runner:
         cores = runner.machine.cores
         with warnings.catch_warnings(record=True) as caught:
