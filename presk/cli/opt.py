@@ -78,7 +78,8 @@ class PreskOptMain(xDSLOptMain):
         add("input_file", nargs="?", help="input file; '-' or none reads standard input")
         add("-o", "--output-file", help="write the output here instead of standard output (only on success)")
         # Appended, so that giving either twice is refused rather than silently keeping the last.
-        add("-p", "--passes", action="append", default=[], help="passes in xDSL syntax: a,b{opt=value} (listed below)")
+        add("-p", "--passes", action="append", default=[], help="passes in xDSL syntax: a,b{opt=value} (listed "
+            "below), or as --pass-pipeline takes them: 'builtin.module(a,b{opt=value})'")  # fmt: skip
         add(
             "--pass-pipeline",
             action="append",

@@ -235,7 +235,8 @@ def _describe_options(pass_class: type[ModulePass]) -> str:
 
 
 def pipeline_spec(passes: Sequence[str], pass_pipeline: Sequence[str]) -> str:
-    """The one pipeline `-p` and `--pass-pipeline` give, in xDSL syntax; E3002 when given twice.
+    """The one pipeline `-p` and `--pass-pipeline` give, in xDSL syntax; E3002 when given twice. `-p` takes
+    xDSL's list (`a,b{k=v}`) or, as mlir-opt's `-p` does, the anchored `builtin.module(...)`.
 
     Each option may be given once, as `mlir-opt` allows `--pass-pipeline`
     once, and not both: a second pipeline would otherwise replace the first
@@ -247,7 +248,8 @@ def pipeline_spec(passes: Sequence[str], pass_pipeline: Sequence[str]) -> str:
         option = "-p" if passes else "--pass-pipeline"
         raise PreskError("E3002", f"{option} is given {len(passes) + len(pass_pipeline)} times: give one pipeline")
     if passes:
-        return passes[0]
+        # mlir-opt's -p is its --pass-pipeline: its anchored form is read as that (no pass is named builtin.module).
+        return mlir_pipeline_to_xdsl(passes[0]) if _MODULE_ANCHOR.match(passes[0]) else passes[0]
     return mlir_pipeline_to_xdsl(pass_pipeline[0]) if pass_pipeline else ""
 
 

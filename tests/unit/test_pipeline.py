@@ -9,7 +9,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from presk.cli.pipeline import build_pipeline, mlir_pipeline_to_xdsl, parse_pass_specs
+from presk.cli.pipeline import build_pipeline, mlir_pipeline_to_xdsl, parse_pass_specs, pipeline_spec
 from presk.diagnostics import PreskError
 
 
@@ -68,6 +68,15 @@ def test_unrunnable_mlir_pipelines_are_e3002(mlir: str, fragment: str) -> None:
     with pytest.raises(PreskError) as caught:
         mlir_pipeline_to_xdsl(mlir)
     assert caught.value.code == "E3002" and fragment in caught.value.message
+
+
+def test_p_takes_xdsl_s_list_or_mlir_opt_s_anchored_pipeline() -> None:
+    """mlir-opt's `-p` is its `--pass-pipeline`; xdsl-opt's is a list. presk-opt's `-p` reads both."""
+    assert pipeline_spec(["a,b{k=v}"], []) == "a,b{k=v}"
+    assert pipeline_spec(['builtin.module(psk-bind{dims="B=2"}, psk-fuse)'], []) == 'psk-bind{dims="B=2"},psk-fuse'
+    with pytest.raises(PreskError) as caught:
+        pipeline_spec(["builtin.module(a"], [])
+    assert caught.value.code == "E3002" and "unbalanced" in caught.value.message
 
 
 def test_quoted_options_keep_commas_and_equals() -> None:
