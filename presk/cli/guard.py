@@ -1,5 +1,6 @@
 """The outermost layer of every presk command: no traceback reaches a user.
 
+SIGTERM ends a command as Ctrl-C does (`Terminated`), with exit 143.
 A `PreskError` is the user's problem and is printed as a diagnostic (exit
 1), and so is running out of memory (E4006: the sizes asked for more than
 the machine has); anything else is presk's problem and is reported as an
@@ -10,16 +11,30 @@ internal error (exit 70, EX_SOFTWARE) with the traceback only when
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import traceback
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 from presk.diagnostics import PlanWarning, PreskError
 
 EXIT_ERROR = 1
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a `kill`, a batch system's time limit), raised where the command is, as Ctrl-C's interrupt is:
+    a long run stops as an interrupted one does, its `finally` blocks run (a Ray cluster is shut down, the
+    results file closed: everything measured so far is in it) and it exits 143, as a killed process would."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
 
 
 def run_guarded(body: Callable[[], int]) -> int:
@@ -28,6 +43,8 @@ def run_guarded(body: Callable[[], int]) -> int:
     presk's own warnings (`PlanWarning`) are printed as `presk: warning: ...`,
     once each, instead of Python's file-and-line form.
     """
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set a signal's handler
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default", PlanWarning)
@@ -38,6 +55,9 @@ def run_guarded(body: Callable[[], int]) -> int:
         return EXIT_ERROR
     except SystemExit:  # argparse's usage errors and --help: already reported
         raise
+    except Terminated:
+        _report("presk: terminated")
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         _report("presk: interrupted")
         return EXIT_INTERRUPTED
@@ -56,6 +76,9 @@ def run_guarded(body: Callable[[], int]) -> int:
             "presk: note: this is a bug in presk or a plugin; rerun with PRESK_DEBUG=1 for a traceback"
         )
         return EXIT_INTERNAL
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, *rest: object) -> None:
