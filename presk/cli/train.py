@@ -52,7 +52,7 @@ from xdsl.passes import ModulePass
 
 from presk.cli.auto_plan import auto_plan
 from presk.cli.backends import KERNEL_BACKENDS, host_program
-from presk.cli.guard import EXIT_INTERRUPTED
+from presk.cli.guard import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from presk.cli.program import (
     AUTO,
     Program,
@@ -378,6 +378,8 @@ class Run:
     history: list[list[Any]] = field(default_factory=list)
     """[step, loss, val_loss or None] of every finished step, those before a resume included (for --plot)."""
     vocab: int = 0
+    stopped_by: int | None = None
+    """The signal that stopped the run before its last step (SIGINT or SIGTERM), if one did."""
 
 
 def main(args: argparse.Namespace) -> int:
@@ -418,9 +420,10 @@ def main(args: argparse.Namespace) -> int:
     if done < args.steps:
         kept = [f"{args.log} holds every finished step"] if args.log else []
         kept += [f"{run.checkpoint_path} resumes it"] if run.checkpoint_path else []
-        print(f"presk: interrupted: stopped after step {done} of {args.steps}" + "".join(f"; {k}" for k in kept),
+        how = "terminated" if run.stopped_by == signal.SIGTERM else "interrupted"
+        print(f"presk: {how}: stopped after step {done} of {args.steps}" + "".join(f"; {k}" for k in kept),
               file=sys.stderr)  # fmt: skip
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if run.stopped_by == signal.SIGTERM else EXIT_INTERRUPTED
     return 0
 
 
@@ -576,13 +579,14 @@ def _loop(
                     hint += ", or realize in f32: in bf16, 0.999 rounds to 1, so AdamW's 1 - beta2 and 1 - b2t are 0"
                 raise PreskError("E4001", f"step {t}: the loss is {loss}, training diverged; {hint}")
             run.history.append([t, loss, val_loss if val_loss is not None and math.isfinite(val_loss) else None])
-            stopping = stop()
+            stopping = stop.requested
             # A saved checkpoint costs about a step at the course GPT's size: every N-th step, the last and
             # the one Ctrl-C stopped.
             if run.checkpoint_path is not None and (t % args.checkpoint_every == 0 or t == args.steps or stopping):
                 checkpoint.save(run.checkpoint_path, checkpoint.Checkpoint(t, stepper.leaves(), run.flags,
                                                                            windows.position, run.history))  # fmt: skip
             if stopping:
+                run.stopped_by = stop.signum
                 return t
     return args.steps
 
@@ -597,23 +601,33 @@ def _plot(args: argparse.Namespace, run: Run) -> None:
 
 
 class _StopOnInterrupt:
-    """Ctrl-C asks the loop to stop after the step under way; a second Ctrl-C interrupts at once."""
+    """Ctrl-C or SIGTERM asks the loop to stop after the step under way; a second one stops at once.
+
+    A batch system's time limit sends SIGTERM, then SIGKILL after a grace period: the step under way, its
+    log line and its checkpoint are kept if they fit in it. `signum` is the signal that asked."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
-        self.requested = False
-        self.previous: Any = None
+        self.signum: int | None = None
+        self.previous: dict[int, Any] = {}
 
-    def __enter__(self) -> Callable[[], bool]:
+    def __enter__(self) -> _StopOnInterrupt:
         if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, self._handle)
-        return lambda: self.requested
+            self.previous = {signum: signal.signal(signum, self._handle) for signum in self.SIGNALS}
+        return self
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print("presk: stopping after this step (Ctrl-C again to stop now)", file=sys.stderr, flush=True)
+        if self.signum is not None:
+            raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+        self.signum = signum
+        again = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        print(f"presk: stopping after this step ({again} again to stop now)", file=sys.stderr, flush=True)
 
     def __exit__(self, *exc: object) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for signum, previous in self.previous.items():
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)

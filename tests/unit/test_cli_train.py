@@ -194,9 +194,11 @@ def test_a_diverging_run_stops_with_a_diagnostic(tmp_path: Path) -> None:
     assert [r["step"] for r in records] == [1, 2] and records[1]["loss"] is None and records[0]["loss"] > 0
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
-def test_ctrl_c_stops_after_the_current_step(tmp_path: Path) -> None:
-    """The log holds every finished step, each line whole; stdout printed the same steps; exit 130."""
+@pytest.mark.skipif(sys.platform == "win32", reason="signals to a child process")
+@pytest.mark.parametrize(("sent", "status", "said"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_ctrl_c_or_sigterm_stops_after_the_current_step(tmp_path: Path, sent: int, status: int, said: str) -> None:
+    """The log holds every finished step, each line whole; stdout printed the same steps; exit 130 for Ctrl-C,
+    143 for SIGTERM (a batch system's time limit); and the checkpoint resumes it as if it had never stopped."""
     log = tmp_path / "interrupted.jsonl"
     folder = tmp_path / "ckpt"
     argv = [sys.executable, "-m", "presk.cli.main", *TRAIN, "--steps", "100000", "--backend", "interp", "--log", str(log),
@@ -206,16 +208,18 @@ def test_ctrl_c_stops_after_the_current_step(tmp_path: Path) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 3):
         time.sleep(0.05)
-    child.send_signal(signal.SIGINT)
+    child.send_signal(sent)
     out, err = child.communicate(timeout=60)
-    assert child.returncode == 130, err
+    assert child.returncode == status, err
     records = [json.loads(line) for line in log.read_text().splitlines()]
     done = len(records)
     assert 3 <= done < 100000
     assert [r["step"] for r in records] == list(range(1, done + 1))
     assert len([line for line in out.splitlines() if line.startswith("step ")]) == done
-    assert f"stopped after step {done} of 100000" in err and "Traceback" not in err
+    assert f"presk: {said}: stopped after step {done} of 100000" in err and "Traceback" not in err
     assert f"{folder / 'checkpoint.npz'} resumes it" in err
+    if sent == signal.SIGTERM:
+        return  # the same stop and checkpoint as Ctrl-C's, whose resume is checked
     # Resumed for three more steps, the run gives the losses of one that never stopped (the reference interpreter's
     # state is f64 arrays, saved exactly).
     status, out, err = run(*TRAIN, "--backend", "interp", "--steps", str(done + 3), "--log", str(log),
