@@ -243,7 +243,12 @@ def load_profile(path: str | Path) -> Profile:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise _error(f"{path}: not a cost profile: invalid JSON at line {error.lineno} column {error.colno} ({error.msg})") from None
+        hint = ""
+        if error.msg == "Extra data" and error.colno == 1:  # one JSON object a line: samples or autotune's results
+            hint = ("; it holds a JSON value a line, as a profile's samples file (P.samples.jsonl) or presk "
+                    "autotune's results do: give the profile P.json")  # fmt: skip
+        raise _error(f"{path}: not a cost profile: invalid JSON at line {error.lineno} column {error.colno} "
+                     f"({error.msg}){hint}") from None  # fmt: skip
     if not isinstance(data, dict):
         raise _error(f"{path}: not a cost profile: the file holds a JSON {type(data).__name__}, not an object")
     if "format" in data and data["format"] != FORMAT:

@@ -141,6 +141,8 @@ def test_refitting_writes_the_profile_only(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ('{"format": "presk-cost-profile", "version": 1,', "invalid JSON at line 1"),
+        ('{"seconds": 1}\n{"seconds": 2}\n', "invalid JSON at line 2 column 1 (Extra data); it holds a JSON value a "
+         "line, as a profile's samples file (P.samples.jsonl) or presk autotune's results do: give the profile P.json"),
         ("[1, 2]", "holds a JSON list, not an object"),
         ('{"format": "something-else"}', 'its format is "something-else"'),
         ('{"hello": 1}', "it has none of the keys"),
