@@ -17,15 +17,10 @@ from xdsl.ir import Attribute
 from presk.diagnostics import PreskError
 from presk.dialects.psk_core import ConstDimOp
 from presk.dialects.psk_core_sizes import parse_size_expr
-from presk.dialects.psk_core_types import map_type
+from presk.dialects.psk_core_types import MAX_SIZE, map_type
 
 SIZE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A size name: what `--dim NAME=N` and size expressions can refer to."""
-
-MAX_SIZE = 1 << 40
-"""The largest size a binding may give. An axis of 2^40 elements is 8 TiB in f64, more than any machine presk
-targets holds, so a larger one is a typo; and a size past 2^63 could not even be a kernel's 64-bit index
-constant (LLVM would be handed an integer its `i64` cannot hold)."""
 
 
 
@@ -127,6 +122,8 @@ def resolve(
             tokens = parse_size_expr(str(value))
             if all(isinstance(t, int) or t in env or t in "*/" for t in tokens):
                 env[name] = evaluate(tokens, env, f"constant {name}")
+                if env[name] > MAX_SIZE:
+                    raise PreskError("E4002", f"constant {name} = {value} is {env[name]}; sizes are at most 2^40 = {MAX_SIZE}")
                 pending.pop(name)
                 progressed = True
         if not progressed:

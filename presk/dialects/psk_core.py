@@ -44,6 +44,7 @@ from xdsl.utils.exceptions import VerifyException
 from presk.dialects import psk_core_rules as rules
 from presk.dialects.psk_core_sizes import parse_size_expr
 from presk.dialects.psk_core_types import (
+    MAX_SIZE,
     IndexTensorType,
     RealType,
     RecordType,
@@ -1316,6 +1317,9 @@ class ConstDimOp(IRDLOperation):
             raise VerifyException("a constant size is an integer or an expression string")
         if isinstance(self.value, IntAttr) and self.value.data <= 0:
             raise VerifyException(f"constant size @{self.sym_name.data} is {self.value.data}; sizes are positive")
+        if isinstance(self.value, IntAttr) and self.value.data > MAX_SIZE:
+            raise VerifyException(f"constant size @{self.sym_name.data} is {self.value.data}; sizes are at most "
+                                  f"2^40 = {MAX_SIZE}")  # fmt: skip
         if isinstance(self.value, StringAttr):
             try:
                 parse_size_expr(self.value.data)

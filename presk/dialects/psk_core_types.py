@@ -74,6 +74,12 @@ def _print_axes(printer: Printer, names: Sequence[str], sizes: Sequence[Attribut
     printer.print_string("]")
 
 
+MAX_SIZE = 1 << 40
+"""The largest axis size, written in a type or bound by `--dim`. An axis of 2^40 elements is 8 TiB in f64,
+more than any machine presk targets holds, so a larger one is a typo; and a size past 2^63 could not even be
+a kernel's 64-bit index constant (LLVM would be handed an integer its `i64` cannot hold)."""
+
+
 def _verify_axes(names: Sequence[str], sizes: Sequence[Attribute]) -> None:
     if len(names) == 0:
         raise VerifyException("a tensor has at least one axis; a value with none is !psk_core.real")
@@ -83,6 +89,8 @@ def _verify_axes(names: Sequence[str], sizes: Sequence[Attribute]) -> None:
         value = size_value(size)
         if isinstance(value, int) and value <= 0:
             raise VerifyException(f"axis '{name}' has size {value}; sizes are positive")
+        if isinstance(value, int) and value > MAX_SIZE:
+            raise VerifyException(f"axis '{name}' has size {value}; sizes are at most 2^40 = {MAX_SIZE}")
 
 
 @irdl_attr_definition

@@ -120,8 +120,8 @@ def check_memory(func: FuncOp, env: Mapping[str, int]) -> None:
     memory = physical_memory()
     if memory and total > memory:
         sizes = ", ".join(f"{name}={value}" for name, value in sorted(env.items()))
-        raise PreskError("E4006", f"the arguments of @{func.sym_name.data} at {sizes} take {_bytes(total)}, "
-                                  f"more than this machine's {_bytes(memory)} of memory")  # fmt: skip
+        raise PreskError("E4006", f"the arguments of @{func.sym_name.data}{f' at {sizes}' if sizes else ''} take "
+                                  f"{_bytes(total)}, more than this machine's {_bytes(memory)} of memory")  # fmt: skip
 
 
 def _leaves(t: Attribute) -> list[Attribute]:

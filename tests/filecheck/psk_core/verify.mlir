@@ -2,8 +2,8 @@
 //
 // The typing rules of PSK-Core, one chunk per violated rule.
 //
-// Coverage: psk_core.py, psk_core_rules.py and psk_core_types.py hold 74
-// `raise VerifyException` sites. 59 have a chunk below that triggers them
+// Coverage: psk_core.py, psk_core_rules.py and psk_core_types.py hold 76
+// `raise VerifyException` sites. 61 have a chunk below that triggers them
 // with their own message (E2001); one more (FoldOp, "which is not defined")
 // is pre-empted by the driver's E2002 check and has a chunk for that, and
 // another (CompareOp's "predicate ... is none of") by the parser's check of
@@ -57,6 +57,14 @@ func.func @zero_size(%x: !psk_core.tensor<[batch: B, embed: 0]>) {
 
 // expected-error @+1 {{E2001: axis 'embed' has size -4; sizes are positive}}
 func.func @negative_size(%x: !psk_core.tensor<[embed: -4]>) {
+  func.return
+}
+
+// -----
+
+// Past 2^63 the size could not be a kernel's i64 constant; past 2^40 it is no machine's buffer.
+// expected-error @+1 {{E2001: axis 'embed' has size 99999999999999999999; sizes are at most 2^40 = 1099511627776}}
+func.func @huge_size(%x: !psk_core.tensor<[embed: 99999999999999999999]>) {
   func.return
 }
 
@@ -898,6 +906,11 @@ psk_core.const_dim @D = 0
 
 // expected-error @+1 {{E2001: constant size @D is -8; sizes are positive}}
 psk_core.const_dim @D = -8
+
+// -----
+
+// expected-error @+1 {{E2001: constant size @D is 1099511627777; sizes are at most 2^40 = 1099511627776}}
+psk_core.const_dim @D = 1099511627777
 
 // -----
 
