@@ -17,7 +17,7 @@ from xdsl.ir import Attribute
 from presk.diagnostics import PreskError
 from presk.dialects.psk_core import ConstDimOp
 from presk.dialects.psk_core_sizes import parse_size_expr
-from presk.dialects.psk_core_types import MAX_SIZE, map_type
+from presk.dialects.psk_core_types import MAX_SIZE, map_type, shown_size
 
 SIZE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A size name: what `--dim NAME=N` and size expressions can refer to."""
@@ -54,10 +54,12 @@ def parse_bindings(items: Iterable[str], flag: str) -> dict[str, int]:
             name, value = name.strip(), value.strip()
             if not eq or not SIZE_NAME.fullmatch(name) or not re.fullmatch(r"\d+", value):
                 raise PreskError("E4001", f"{flag} '{part}': expected NAME=POSITIVE_INTEGER, e.g. {flag} B=2")
+            if len(value.lstrip("0")) > len(str(MAX_SIZE)):  # before int(): Python reads at most 4300 digits
+                raise PreskError("E4001", f"{flag} '{name}=...' ({len(value)} digits): sizes are at most 2^40 = {MAX_SIZE}")
             if int(value) <= 0:
                 raise PreskError("E4001", f"{flag} '{part}': sizes are positive")
             if int(value) > MAX_SIZE:
-                raise PreskError("E4001", f"{flag} '{part}': sizes are at most 2^40 = {MAX_SIZE}")
+                raise PreskError("E4001", f"{flag} '{name}={shown_size(int(value))}': sizes are at most 2^40 = {MAX_SIZE}")
             if name in out and out[name] != int(value):
                 raise PreskError("E4001", f"{flag} {name} is bound twice, to {out[name]} and to {value}")
             out[name] = int(value)
@@ -123,7 +125,8 @@ def resolve(
             if all(isinstance(t, int) or t in env or t in "*/" for t in tokens):
                 env[name] = evaluate(tokens, env, f"constant {name}")
                 if env[name] > MAX_SIZE:
-                    raise PreskError("E4002", f"constant {name} = {value} is {env[name]}; sizes are at most 2^40 = {MAX_SIZE}")
+                    raise PreskError("E4002", f"constant {name} = {value} is {shown_size(env[name])}; sizes are at most "
+                                              f"2^40 = {MAX_SIZE}")  # fmt: skip
                 pending.pop(name)
                 progressed = True
         if not progressed:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from presk.cli.program import Program, in_program
 from presk.diagnostics import PreskError
 from presk.plans import Plan
+from presk.target import MAX_WORKERS
 
 if TYPE_CHECKING:  # the lowering and the executors are imported where they run: `presk run`'s reference
     # interpreter needs neither, and they are a quarter of a second of a process's start
@@ -49,8 +50,8 @@ def add_backend_arguments(parser: argparse.ArgumentParser, default: str) -> None
 
 def make_runner(backend: str, threads: int | None = None) -> Runner:
     if threads is not None:
-        if threads < 1:
-            raise PreskError("E4001", f"--threads {threads}: give a positive number of workers")
+        if not 1 <= threads <= MAX_WORKERS:
+            raise PreskError("E4001", f"--threads {threads}: give a number of workers from 1 to {MAX_WORKERS}")
         os.environ["PRESK_THREADS"] = str(threads)
     if backend == "kernel":
         from presk.interp.kernel import KernelInterpreter

@@ -52,6 +52,7 @@ from presk.dialects.psk_core_types import (
     TensorType,
     TupleType,
     describe,
+    shown_size,
     size_value,
 )
 
@@ -1318,8 +1319,8 @@ class ConstDimOp(IRDLOperation):
         if isinstance(self.value, IntAttr) and self.value.data <= 0:
             raise VerifyException(f"constant size @{self.sym_name.data} is {self.value.data}; sizes are positive")
         if isinstance(self.value, IntAttr) and self.value.data > MAX_SIZE:
-            raise VerifyException(f"constant size @{self.sym_name.data} is {self.value.data}; sizes are at most "
-                                  f"2^40 = {MAX_SIZE}")  # fmt: skip
+            raise VerifyException(f"constant size @{self.sym_name.data} is {shown_size(self.value.data)}; sizes are "
+                                  f"at most 2^40 = {MAX_SIZE}")  # fmt: skip
         if isinstance(self.value, StringAttr):
             try:
                 parse_size_expr(self.value.data)

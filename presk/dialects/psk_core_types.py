@@ -80,6 +80,13 @@ more than any machine presk targets holds, so a larger one is a typo; and a size
 a kernel's 64-bit index constant (LLVM would be handed an integer its `i64` cannot hold)."""
 
 
+def shown_size(value: int) -> str:
+    """A size as a message shows it: whole up to 24 digits, else its first digits and its length (a literal of
+    thousands of digits parses, and would fill the terminal)."""
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+
+
 def _verify_axes(names: Sequence[str], sizes: Sequence[Attribute]) -> None:
     if len(names) == 0:
         raise VerifyException("a tensor has at least one axis; a value with none is !psk_core.real")
@@ -90,7 +97,7 @@ def _verify_axes(names: Sequence[str], sizes: Sequence[Attribute]) -> None:
         if isinstance(value, int) and value <= 0:
             raise VerifyException(f"axis '{name}' has size {value}; sizes are positive")
         if isinstance(value, int) and value > MAX_SIZE:
-            raise VerifyException(f"axis '{name}' has size {value}; sizes are at most 2^40 = {MAX_SIZE}")
+            raise VerifyException(f"axis '{name}' has size {shown_size(value)}; sizes are at most 2^40 = {MAX_SIZE}")
 
 
 @irdl_attr_definition

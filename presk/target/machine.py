@@ -21,6 +21,9 @@ __all__ = ["CACHE_LINE", "THREADS_ENV", "Machine", "cpu_of_key", "vector_bits_of
 
 THREADS_ENV = "PRESK_THREADS"
 """Overrides the number of workers a split runs on (default: the usable cores)."""
+MAX_WORKERS = 4096
+"""The most workers `PRESK_THREADS` (or `--threads`) may ask for: more than the largest machines' cores, so a
+plan for any real machine can be made here, and few enough that a typo does not start threads by the billion."""
 
 CACHE_LINE = 64
 """Bytes of a cache line when the OS does not say (every x86-64 CPU so far): the unit a
@@ -137,9 +140,11 @@ class Machine:
         text = os.environ.get(THREADS_ENV, "").strip()
         if not text:
             return self.cores
-        if not text.isdecimal() or int(text) < 1:
+        digits = text.lstrip("0")  # its length is checked before int(), which reads at most 4300 digits
+        if not text.isdecimal() or not digits or len(digits) > len(str(MAX_WORKERS)) or int(digits) > MAX_WORKERS:
             raise PreskError(
-                "E4001", f"{THREADS_ENV}='{text}': expected a positive integer number of threads, e.g. {THREADS_ENV}=2"
+                "E4001", f"{THREADS_ENV}='{text[:20]}': expected a number of threads from 1 to {MAX_WORKERS}, "
+                f"e.g. {THREADS_ENV}=2",
             )
         return int(text)
 

@@ -49,6 +49,9 @@ def test_kernel_and_native_backends_write_the_same_bytes(realization: str, tmp_p
     [
         (["run", LAYERNORM, "--entry", "LayerNorm.apply", *SIZES, "--backend", "native", "--threads", "0"],
          "E4001: --threads 0"),
+        # A typo would start that many threads.
+        (["run", LAYERNORM, "--entry", "LayerNorm.apply", *SIZES, "--backend", "native", "--threads", "99999999999"],
+         "E4001: --threads 99999999999: give a number of workers from 1 to 4096"),
         (["run", LAYERNORM, "--entry", "LayerNorm.apply", *SIZES, "--backend", "kernel", "--bits", "64"],
          "E4001: --bits runs the reference interpreter"),
         (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=2", "--backend", "native"],

@@ -72,7 +72,12 @@ def test_inputs_and_outputs_round_trip_through_npz(tmp_path: Path) -> None:
          r"--dim B is bound twice, to 2 and to 3"),
         # Past 2^63 the size could not be a kernel's i64 constant; past 2^40 it is no machine's buffer.
         (["dump", LAYERNORM, "--stage", "kernel", "--entry", "LayerNorm.apply", "--dim", "B=99999999999999999999",
-          "--dim", "T=2"], "E4001", r"'B=99999999999999999999': sizes are at most 2\^40 = 1099511627776"),
+          "--dim", "T=2"], "E4001", r"--dim 'B=\.\.\.' \(20 digits\): sizes are at most 2\^40 = 1099511627776"),
+        # More digits than Python reads (4300) are refused before they are read.
+        (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=" + "9" * 5000, "--dim", "T=2"], "E4001",
+         r"--dim 'B=\.\.\.' \(5000 digits\): sizes are at most 2\^40"),
+        (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=1099511627777", "--dim", "T=2"], "E4001",
+         r"--dim 'B=1099511627777': sizes are at most 2\^40"),
         (["run", LAYERNORM, "--entry", "LayerNorm.apply", "--dim", "B=2", "--dim", "T=2", "--const", "D=1099511627777"],
          "E4001", r"--const 'D=1099511627777': sizes are at most 2\^40"),
         # 2^40 x 2^10 x 16 elements of 8 bytes (128 PiB): refused before numpy allocates anything.

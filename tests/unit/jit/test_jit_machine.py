@@ -75,19 +75,22 @@ def test_workers_default_to_cores() -> None:
     assert target_machine().workers() == target_machine().cores
 
 
-@pytest.mark.parametrize(("value", "expected"), [("3", 3), (" 1 ", 1), ("", 4)])
+@pytest.mark.parametrize(("value", "expected"), [("3", 3), (" 1 ", 1), ("", 4), ("4096", 4096), ("0064", 64)])
 def test_presk_threads_sets_workers(monkeypatch: pytest.MonkeyPatch, value: str, expected: int) -> None:
     monkeypatch.setenv("PRESK_THREADS", value)
     assert machine(vector_bits=128, cores=4).workers() == expected
 
 
-@pytest.mark.parametrize("value", ["0", "-2", "two", "2.5", "+3", "1e3"])
+@pytest.mark.parametrize("value", ["0", "-2", "two", "2.5", "+3", "1e3", "4097", "9" * 5000])
 def test_bad_presk_threads_is_an_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """A typo is refused, thousands of digits included (Python would not even read them), and so is a count
+    beyond `MAX_WORKERS`, which would start that many threads."""
     monkeypatch.setenv("PRESK_THREADS", value)
     with pytest.raises(PreskError) as error:
         machine(vector_bits=128).workers()
     assert error.value.code == "E4001"
-    assert "PRESK_THREADS" in error.value.message and value in error.value.message
+    assert "PRESK_THREADS" in error.value.message and value[:20] in error.value.message
+    assert "from 1 to 4096" in error.value.message
 
 
 @pytest.mark.parametrize(("threads", "allowed"), [("4", (4, 2)), ("3", (3, 1)), ("2", (2, 1)), ("1", (1,))])
