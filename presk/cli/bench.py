@@ -29,16 +29,17 @@ from presk.cli.calibrate import (
     open_profile,
 )
 from presk.cli.program import (
-    AUTO,
     add_auto_plan_arguments,
     add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
+    AUTO,
     entries_of,
     load_program,
     opt_of,
     pipeline_of,
     plan_of,
+    seed,
 )
 from presk.cli.source import check_output, read_input
 from presk.cost.profile import load_profile
@@ -59,7 +60,7 @@ def add_parser(subparsers: Any) -> None:
     add_backend_arguments(p, default="native")
     p.add_argument("--rounds", type=int, default=21, help="timed calls per entry (default 21); the median is reported")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls first (default 3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the generated inputs")
     add_calibration_arguments(p)
     add_auto_plan_arguments(p, profile=False)
     p.set_defaults(handler=main)

@@ -53,6 +53,17 @@ if TYPE_CHECKING:
     from presk.passes.egraph import FunctionReport
 
 
+def seed(text: str) -> int:
+    """`--seed`'s type: numpy's generators take a non-negative integer, of any size."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a seed is a non-negative integer, not '{text[:20]}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed is a non-negative integer, not {value}")
+    return value
+
+
 def add_size_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dim", action="append", default=[], metavar="NAME=N", help="bind a run-time dimension variable (repeatable)"

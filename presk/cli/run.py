@@ -20,19 +20,20 @@ from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 
 from presk.cli.program import (
-    AUTO,
-    GradientResult,
     add_auto_plan_arguments,
     add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
+    AUTO,
     entries_of,
+    GradientResult,
     load_program,
     opt_of,
     pipeline_of,
     plan_of,
     plan_options,
     realize_program,
+    seed,
 )
 from presk.cli.source import Source, check_output, read_input
 from presk.cli.backends import add_backend_arguments, host_program
@@ -50,7 +51,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--entry", required=True, help="the function to run, e.g. loss")
     add_size_arguments(p)
     p.add_argument("--inputs", metavar="IN.npz", help="arguments by name (record fields joined by '.')")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the generated inputs (default 0)")
     p.add_argument(
         "--bits", type=int, metavar="N", help="compute with mpmath at N bits instead of numpy f64 (not with --realize/--plan)"
     )

@@ -54,18 +54,19 @@ from presk.cli.auto_plan import auto_plan
 from presk.cli.backends import KERNEL_BACKENDS, host_program
 from presk.cli.guard import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from presk.cli.program import (
-    AUTO,
-    Program,
     add_auto_plan_arguments,
     add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
+    AUTO,
     load_program,
     opt_of,
     pipeline_of,
     plan_of,
     plan_options,
+    Program,
     realize_program,
+    seed,
 )
 from presk.cli.source import Source, check_output, read_input
 from presk.cost.launches import LaunchRow, launch_table, percent
@@ -130,7 +131,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--threads", type=int, metavar="N", help="workers of the native backend (default: PRESK_THREADS, else every core)")
     p.add_argument("--no-fuse", action="store_true", help="launch every primitive by itself (psk-fuse{max-nodes=1})")
-    p.add_argument("--seed", type=int, default=0, help="seed of the initial parameters, the synthetic stream and the "
+    p.add_argument("--seed", type=seed, default=0, help="seed of the initial parameters, the synthetic stream and the "
                    "windows' offsets (default 0)")  # fmt: skip
     p.add_argument("--lr", type=float, default=DEFAULT_LR, help=f"learning rate (default {DEFAULT_LR:g})")
     p.add_argument("--beta1", type=float, default=0.9, help="the step's beta1, for b1t = beta1^t (default 0.9, "

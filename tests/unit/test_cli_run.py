@@ -112,3 +112,15 @@ def test_dump_binds_sizes_and_keeps_aliases() -> None:
     assert code == 0
     assert "!X = !psk_core.tensor<[batch: 2, seq: 4, embed: 16]>" in out
     assert "%2 = psk_core.sub %x, %1 : !X" in out
+
+
+@pytest.mark.parametrize("command", ["run", "bench", "train"])
+def test_a_negative_seed_is_a_usage_error_not_a_crash(command: str) -> None:
+    """numpy's generators refuse a negative seed with a ValueError: the option's type says so first (exit 2)."""
+    argv = {"run": ["--entry", "LayerNorm.apply"], "bench": ["--entry", "LayerNorm.apply"],
+            "train": ["--loss", "loss", "--step", "adamw.step"]}[command]  # fmt: skip
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as exited, contextlib.redirect_stderr(err):
+        presk([command, LAYERNORM, *argv, "--seed", "-1"])
+    assert exited.value.code == 2
+    assert err.getvalue().rstrip().endswith(f"presk {command}: error: argument --seed: a seed is a non-negative integer, not -1")
