@@ -22,6 +22,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 from xdsl.utils.exceptions import DiagnosticException, MultipleSpansParseError, ParseError
 from xdsl.utils.lexer import Span
 
@@ -108,6 +109,9 @@ class PreskParser(Parser):
             op.location = FileLineColLoc(self._file_attr, IntAttr(line), IntAttr(col))
         return op
 
+    def _at_end_of_input(self) -> bool:
+        return self._current_token.kind == MLIRTokenKind.EOF and not self.op_starts
+
     def resolve_operand(self, operand: UnresolvedOperand, type: Attribute) -> SSAValue:
         if operand.operand_name not in self.ssa_values:
             self._first_uses.setdefault(operand.operand_name, operand.span)
@@ -118,9 +122,13 @@ class PreskParser(Parser):
         self._first_uses.pop(name, None)
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        """xDSL's, but an input with no operation (empty, or comments and aliases only) is an empty module, as
+        mlir-opt reads it, rather than "Could not parse entire input!" at its end."""
         try:
             return super().parse_module(allow_implicit_module)
         except ParseError as error:
+            if allow_implicit_module and error.msg == "Could not parse entire input!" and self._at_end_of_input():
+                return ModuleOp([])
             if not error.msg.startswith("values used but not defined"):
                 raise
             undefined = [self._first_uses[n] for n in self.forward_ssa_references if n in self._first_uses]

@@ -108,6 +108,13 @@ def test_located_diagnostic_points_at_the_line(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize("text", ["", "// only a comment\n", "!X = !psk_core.real\n"], ids=["empty", "comment", "alias"])
+def test_an_input_without_operations_is_an_empty_module(text: str) -> None:
+    """As mlir-opt reads it; xDSL's parser alone said "Could not parse entire input!" at the end of the file."""
+    result = presk_opt("-", stdin=text)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "builtin.module {\n}\n", "")
+
+
 def test_help_lists_passes() -> None:
     result = presk_opt("--help")
     assert result.returncode == 0
