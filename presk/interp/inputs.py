@@ -191,7 +191,7 @@ def load_inputs(path: str, func: FuncOp, env: Mapping[str, int]) -> list[Any]:
     Every refusal of the file's content names the file, since the location of
     the error is the program's.
     """
-    archive = _read_npz(path)
+    archive = read_npz(path)
     try:
         names = argument_names(func)
         values = [_collect(archive, t, name) for t, name in zip(func.function_type.inputs.data, names)]
@@ -205,8 +205,9 @@ def load_inputs(path: str, func: FuncOp, env: Mapping[str, int]) -> list[Any]:
     return values
 
 
-def _read_npz(path: str) -> dict[str, np.ndarray]:
-    """Every array of the archive, read in full so that a damaged one is refused before anything runs.
+def read_npz(path: str) -> dict[str, np.ndarray]:
+    """Every array of the archive, read in full so that a damaged one is refused before anything runs (E4003
+    naming the file: an inputs file, or `presk train --data`'s tokens).
 
     `allow_pickle` stays off: an input file must not run code.
     """
@@ -225,7 +226,7 @@ def _read_npz(path: str) -> dict[str, np.ndarray]:
             except Exception as e:  # noqa: BLE001 - only numpy, zipfile and a decompressor run here
                 raise PreskError("E4003", f"{path}: {_damaged(e, key)}") from None
     except OSError as e:
-        raise PreskError("E4003", f"{path}: cannot read inputs: {e.strerror or e}") from None
+        raise PreskError("E4003", f"{path}: cannot read it: {e.strerror or e}") from None
     for key, value in archive.items():
         if not isinstance(value, np.ndarray):
             raise PreskError("E4003", f"{path}: member '{key}' is not a .npy array")

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from presk.diagnostics import PreskError
+from presk.interp.inputs import read_npz
 from presk.training.chars import fit_vocabulary, read_text, stdlib_text
 
 SYNTHETIC_TOKENS = 4096
@@ -127,17 +128,10 @@ def synthetic_tokens(vocab: int, length: int, seed: int) -> np.ndarray:
 
 def read_tokens(path: str, vocab: int, seq: int) -> np.ndarray:
     """`tokens` of an `.npz`: 1-D integers in [0, vocab), more than `seq` of them (E4003 naming the file)."""
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            if "tokens" not in archive.files:
-                raise PreskError(
-                    "E4003", f"{path}: no array 'tokens' (it holds {', '.join(archive.files) or 'nothing'})"
-                )
-            tokens = archive["tokens"]
-    except PreskError:
-        raise
-    except Exception as error:  # noqa: BLE001 - numpy reports a bad file in many ways
-        raise PreskError("E4003", f"{path}: not an .npz numpy.savez writes: {error}") from None
+    archive = read_npz(path)
+    if "tokens" not in archive:
+        raise PreskError("E4003", f"{path}: no array 'tokens' (it holds {', '.join(archive) or 'nothing'})")
+    tokens = archive["tokens"]
     if tokens.ndim != 1 or tokens.dtype.kind not in "iu":
         raise PreskError(
             "E4003", f"{path}: 'tokens' is a 1-D integer array, not {tokens.dtype} of shape {list(tokens.shape)}"

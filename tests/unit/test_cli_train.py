@@ -116,6 +116,10 @@ def test_data_file_and_log_appends(tmp_path: Path) -> None:
         (["--eval-every", "-1"], r"E4001: --eval-every is 0 \(never\) or a number of steps"),
         (["--plot", "/nonexistent/dir/loss.png"], r"E0001: cannot write /nonexistent/dir/loss.png"),
         (["--data", "text:/nonexistent.txt"], r"E4003: /nonexistent.txt: cannot read text"),
+        # Read as `--inputs` are: not numpy's pickle advice for a file that is no archive at all.
+        (["--data", str(ROOT / "corpus" / "mlp.mlir")], r"E4003: .*mlp\.mlir: not an \.npz archive \(a zip of \.npy "
+         r"arrays\); write one with numpy\.savez"),
+        (["--data", "/nonexistent.npz"], r"E4003: /nonexistent\.npz: cannot read it: No such file or directory"),
     ],
 )
 def test_bad_input_is_a_diagnostic(change: list[str], pattern: str) -> None:
