@@ -47,3 +47,68 @@ def reachable_functions(module: ModuleOp, roots: Iterable[str]) -> set[str]:
         reached.add(name)
         pending.extend(callee for callee in callees(functions[name]) if callee in functions)
     return reached
+
+
+def call_sites(fn: Operation) -> list[tuple[str, Operation]]:
+    """Each op inside `fn` that runs another function, with that function's name, in `fn`'s order."""
+    return [(c.string_value(), op) for op in fn.walk() if isinstance(c := op.properties.get("callee"), SymbolRefAttr)]
+
+
+def recursive_call(module: ModuleOp) -> tuple[Operation, list[str]] | None:
+    """The first call (in a depth-first walk from the functions in source order) that closes a cycle of calls,
+    with the cycle's functions from the one it calls back to the caller; None when no function reaches itself.
+
+    PSK-Core has no recursion: a loop is a `psk_core.fold`, and every lowering inlines calls. The walk keeps
+    its own stack, so a chain of thousands of calls is no deeper on Python's."""
+    functions = {op.sym_name.data: op for op in module.body.block.ops if isinstance(op, FuncOp)}
+    sites = {name: [(callee, op) for callee, op in call_sites(fn) if callee in functions] for name, fn in functions.items()}
+    done: set[str] = set()
+    for root in functions:
+        if root in done:
+            continue
+        path: list[str] = [root]
+        on_path = {root}
+        cursors = [0]
+        while path:
+            name, i = path[-1], cursors[-1]
+            if i == len(sites[name]):
+                done.add(name)
+                on_path.discard(path.pop())
+                cursors.pop()
+                continue
+            cursors[-1] += 1
+            callee, op = sites[name][i]
+            if callee in on_path:
+                return op, path[path.index(callee) :]
+            if callee not in done:
+                path.append(callee)
+                on_path.add(callee)
+                cursors.append(0)
+    return None
+
+
+def call_depth(module: ModuleOp, entry: str) -> int:
+    """The most calls nested inside one another from `entry` (0: it calls nothing), in a module without recursion."""
+    functions = {op.sym_name.data: op for op in module.body.block.ops if isinstance(op, FuncOp)}
+    depth: dict[str, int] = {}
+    for name in _callees_first(functions, entry):
+        depth[name] = max((depth[c] + 1 for c in callees(functions[name]) if c in functions), default=0)
+    return depth.get(entry, 0)
+
+
+def _callees_first(functions: dict[str, FuncOp], entry: str) -> list[str]:
+    """The functions `entry` reaches, each after every function it calls (without recursion on Python's stack)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    stack: list[tuple[str, bool]] = [(entry, False)] if entry in functions else []
+    while stack:
+        name, expanded = stack.pop()
+        if expanded:
+            order.append(name)
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        stack.append((name, True))
+        stack.extend((c, False) for c in callees(functions[name]) if c in functions and c not in seen)
+    return order

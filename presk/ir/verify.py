@@ -19,6 +19,7 @@ from xdsl.traits import NoTerminator, SymbolTable
 from xdsl.utils.exceptions import DiagnosticException
 
 from presk.diagnostics import ERROR_CODES, PreskError
+from presk.ir.calls import recursive_call
 from presk.ir.locations import error_at
 
 _CODED = re.compile(r"^(E\d{4}): ")
@@ -40,6 +41,12 @@ def verify_module(module: ModuleOp, filename: str, text: str, line_offset: int =
             _verify_one(op)
         except PreskError as error:
             raise error.located(filename).with_source(text, line_offset) from None
+    if (found := recursive_call(module)) is not None:
+        op, cycle = found
+        through = f" through {', '.join('@' + name for name in cycle[1:])}" if len(cycle) > 1 else ""
+        error = error_at(op, "E2001", f"@{cycle[0]} calls itself{through}: PSK-Core functions do not recurse "
+                                      "(a loop is a psk_core.fold)")  # fmt: skip
+        raise error.located(filename).with_source(text, line_offset) from None
 
 
 def _verify_one(op: Operation) -> None:

@@ -124,3 +124,19 @@ def test_a_negative_seed_is_a_usage_error_not_a_crash(command: str) -> None:
         presk([command, LAYERNORM, *argv, "--seed", "-1"])
     assert exited.value.code == 2
     assert err.getvalue().rstrip().endswith(f"presk {command}: error: argument --seed: a seed is a non-negative integer, not -1")
+
+
+def test_a_long_chain_of_calls_runs_on_the_reference_interpreter(tmp_path: Path) -> None:
+    """xDSL's interpreter runs a call inside its caller's Python frames: 200 nested calls exceeded Python's
+    default recursion limit (an internal error) before the run raised it to what the chain takes."""
+    t = "!psk_core.tensor<[a: 4]>"
+    lines = [f"func.func @f0(%x: {t}) -> {t} {{", f"  func.return %x : {t}", "}"]
+    for i in range(1, 200):  # f_i(x) = f_{i-1}(x) + x, so f_199(x) = 200 x
+        lines += [f"func.func @f{i}(%x: {t}) -> {t} {{", f"  %0 = func.call @f{i - 1}(%x) : ({t}) -> {t}",
+                  f"  %1 = psk_core.add %0, %x : {t}", f"  func.return %1 : {t}", "}"]  # fmt: skip
+    (tmp_path / "chain.mlir").write_text("\n".join(lines) + "\n")
+    np.savez(tmp_path / "in.npz", x=np.array([1.0, 2.0, 3.0, 4.0]))
+    code, _, err = run("run", str(tmp_path / "chain.mlir"), "--entry", "f199", "--inputs", str(tmp_path / "in.npz"),
+                       "--output", str(tmp_path / "out.npz"))  # fmt: skip
+    assert code == 0, err
+    assert np.load(tmp_path / "out.npz")["result0"].tolist() == [200.0, 400.0, 600.0, 800.0]

@@ -105,8 +105,9 @@ func.func @g(%a: !V) -> !V {
 
 !R = !psk_core.real
 
+// The verifier refuses recursion before the pass runs; recursive_unverified.mlir shows the pass's own refusal.
 func.func @forever(%x: !R) -> !R {
-  // expected-error @+1 {{E3003: psk-autodiff: @forever calls itself; a recursive function is not differentiated}}
+  // expected-error @+1 {{E2001: @forever calls itself: PSK-Core functions do not recurse (a loop is a psk_core.fold)}}
   %y = func.call @forever(%x) : (!R) -> !R
   func.return %y : !R
 }

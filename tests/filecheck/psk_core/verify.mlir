@@ -936,3 +936,23 @@ psk_core.const_dim @HD = "D /"
 
 // expected-error @+1 {{E2001: size expression '' is incomplete}}
 psk_core.const_dim @HD = ""
+
+// -----
+
+// expected-error @+2 {{E2001: @loop calls itself: PSK-Core functions do not recurse (a loop is a psk_core.fold)}}
+func.func @loop(%x: !psk_core.real) -> !psk_core.real {
+  %0 = func.call @loop(%x) : (!psk_core.real) -> !psk_core.real
+  func.return %0 : !psk_core.real
+}
+
+// -----
+
+func.func @ping(%x: !psk_core.real) -> !psk_core.real {
+  %0 = func.call @pong(%x) : (!psk_core.real) -> !psk_core.real
+  func.return %0 : !psk_core.real
+}
+func.func @pong(%x: !psk_core.real) -> !psk_core.real {
+  // expected-error @+1 {{E2001: @ping calls itself through @pong: PSK-Core functions do not recurse (a loop is a psk_core.fold)}}
+  %0 = func.call @ping(%x) : (!psk_core.real) -> !psk_core.real
+  func.return %0 : !psk_core.real
+}
