@@ -29,11 +29,11 @@ from presk.cli.calibrate import (
     open_profile,
 )
 from presk.cli.program import (
+    AUTO,
     add_auto_plan_arguments,
     add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
-    AUTO,
     entries_of,
     load_program,
     opt_of,

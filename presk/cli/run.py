@@ -20,13 +20,13 @@ from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 
 from presk.cli.program import (
+    AUTO,
+    GradientResult,
     add_auto_plan_arguments,
     add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
-    AUTO,
     entries_of,
-    GradientResult,
     load_program,
     opt_of,
     pipeline_of,

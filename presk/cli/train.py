@@ -54,17 +54,17 @@ from presk.cli.auto_plan import auto_plan
 from presk.cli.backends import KERNEL_BACKENDS, host_program
 from presk.cli.guard import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from presk.cli.program import (
+    AUTO,
+    Program,
     add_auto_plan_arguments,
     add_input_arguments,
     add_realize_arguments,
     add_size_arguments,
-    AUTO,
     load_program,
     opt_of,
     pipeline_of,
     plan_of,
     plan_options,
-    Program,
     realize_program,
     seed,
 )
