@@ -28,7 +28,7 @@ def find_entry(module: ModuleOp, entry: str) -> FuncOp:
 
 def callees(fn: Operation) -> set[str]:
     """The names of the functions the ops inside `fn` run."""
-    return {c.string_value() for op in fn.walk() if isinstance(c := op.properties.get("callee"), SymbolRefAttr)}
+    return {name for name, _ in call_sites(fn)}
 
 
 def reachable_functions(module: ModuleOp, roots: Iterable[str]) -> set[str]:

@@ -22,9 +22,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
-from xdsl.utils.mlir_lexer import MLIRTokenKind
 from xdsl.utils.exceptions import DiagnosticException, MultipleSpansParseError, ParseError
 from xdsl.utils.lexer import Span
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from presk.diagnostics import PreskError, SourceLocation
 from presk.ir.verify import coded_message, verify_module
