@@ -27,7 +27,7 @@ from xdsl.dialects.func import FuncOp
 from xdsl.ir import Attribute
 
 from presk.diagnostics import PreskError
-from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, Size, TensorType, TupleType, describe
+from presk.dialects.psk_core_types import IndexTensorType, RealType, RecordType, Size, TensorType, TupleType, describe, leaves
 
 INIT_ATTR = "psk_core.init"
 INITS = ("normal", "positive", "zeros", "ones", "gpt2")
@@ -116,20 +116,12 @@ def check_memory(func: FuncOp, env: Mapping[str, int]) -> None:
     or with a ValueError where the element count overflows its index type, neither of which names the sizes."""
     total = 0
     for i, t in enumerate(func.function_type.inputs.data):
-        total += 8 * sum(_elements(leaf, env, f"argument {i}") for leaf in _leaves(t))
+        total += 8 * sum(_elements(leaf, env, f"argument {i}") for _, leaf in leaves(t))
     memory = physical_memory()
     if memory and total > memory:
         sizes = ", ".join(f"{name}={value}" for name, value in sorted(env.items()))
         raise PreskError("E4006", f"the arguments of @{func.sym_name.data}{f' at {sizes}' if sizes else ''} take "
                                   f"{_bytes(total)}, more than this machine's {_bytes(memory)} of memory")  # fmt: skip
-
-
-def _leaves(t: Attribute) -> list[Attribute]:
-    if isinstance(t, RecordType):
-        return [leaf for _, ft in t.fields for leaf in _leaves(ft)]
-    if isinstance(t, TupleType):
-        return [leaf for et in t.element_types.data for leaf in _leaves(et)]
-    return [t]
 
 
 def _elements(t: Attribute, env: Mapping[str, int], where: str) -> int:
