@@ -231,7 +231,7 @@ def _table(records: list[dict[str, Any]]) -> str:
     lines = [
         (
             "| ein | threads | default ms | best point | best ms | numpy ms | torch ms | best GFLOP/s | "
-            "best / default | best vs torch |"
+            "default / best | torch / best |"
         ),
         "|---|---|---|---|---|---|---|---|---|---|",
     ]

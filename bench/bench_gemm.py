@@ -219,7 +219,7 @@ def _worker(args: argparse.Namespace) -> None:
 def _table(records: list[dict[str, Any]]) -> str:
     lines = [
         "| dtype | N | threads | default ms | best point | best ms | numpy ms | torch ms | best GFLOP/s | "
-        "best / default | best / faster peer |",
+        "default / best | faster peer / best |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:

@@ -57,6 +57,12 @@ class Plan:
     layout: dict[str, dict[str, Any]] = field(default_factory=dict)
     profile: str | None = None
     source: str = "--plan"
+    warns_of_spills: bool = True
+    """Whether lowering warns of tiles that spill on this target (`psk-realize`'s `PlanWarning`).
+
+    False for the plans the tuning layer makes to measure or price a point:
+    the calibration and a full space try spilling tiles on purpose, and a
+    user did not write them."""
 
 
 def _read_json(path: str, what: str, code: str) -> Any:

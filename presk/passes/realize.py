@@ -148,7 +148,8 @@ def apply_plan(module: ModuleOp, plan: Plan) -> None:
             raise error_at(op, code, f"{plan.source}: {text}") from None
         layout = op.layout or LayoutAttr({})
         op.layout = layout.with_defaults(resolved_defaults(op, env))
-    _warn_of_spilling_tiles(plan, spilling, machine)
+    if plan.warns_of_spills:
+        _warn_of_spilling_tiles(plan, spilling, machine)
     module.attributes[DEFAULT_ATTRIBUTE] = StringAttr(plan.realization.default)
     if plan.profile is not None:
         module.attributes["psk_realize.profile"] = StringAttr(plan.profile)

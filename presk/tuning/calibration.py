@@ -434,7 +434,8 @@ def point_kernels(point: Point) -> ModuleOp:
     on several workers (`presk.tuning.distributed`)."""
     module = _calibration_module()
     env = sizes.resolve(module, {}, dict(point.sizes))
-    return lower(module, point.entry, env, parse_plan(point.plan(), "calibration"))
+    plan = replace(parse_plan(point.plan(), "calibration"), warns_of_spills=False)  # spilling tiles on purpose
+    return lower(module, point.entry, env, plan)
 
 
 def measure_point(point: Point, runner: Any, desc: MachineDesc, seed: int = 0,
@@ -556,9 +557,19 @@ def relowered(profile: Profile, stream: Any = None) -> tuple[Profile, int]:
 # Progress.
 
 
+PLAIN_PROGRESS_EVERY_S = 60.0
+"""How often a progress report goes to a stream that is no terminal (a log, a CI job): one whole line
+a minute, so that a run of minutes shows it is alive and a run of seconds prints nothing."""
+
+
 @dataclass
 class Progress:
-    """A one-line progress bar with an ETA on stderr (when it is a terminal), and a time budget."""
+    """A one-line progress bar with an ETA on stderr, and a time budget.
+
+    On a terminal the bar is redrawn in place at every step; elsewhere (a log
+    file, a pipe) a plain line is written at most once every
+    `PLAIN_PROGRESS_EVERY_S`, since carriage returns would pile up there.
+    """
 
     total: int
     budget_s: float | None = None
@@ -566,6 +577,8 @@ class Progress:
     stream: Any = field(default_factory=lambda: sys.stderr)
     start: float = field(default_factory=time.perf_counter)
     done: int = 0
+    last_plain: float | None = None
+    """When the last plain line was written (`time.perf_counter`), None before the first."""
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -575,10 +588,16 @@ class Progress:
 
     def step(self, note: str = "") -> None:
         self.done += 1
-        if not self.stream.isatty():
-            return
         elapsed = self.elapsed()
         eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        if not self.stream.isatty():
+            now = time.perf_counter()
+            if now - (self.start if self.last_plain is None else self.last_plain) >= PLAIN_PROGRESS_EVERY_S:
+                self.last_plain = now
+                self.stream.write(f"{self.label}: {self.done}/{self.total} ({100 * self.done // max(self.total, 1)} %), "
+                                  f"{_clock(elapsed)} elapsed, ETA {_clock(eta)}\n")  # fmt: skip
+                self.stream.flush()
+            return
         bar = "#" * (self.done * 30 // max(self.total, 1))
         self.stream.write(f"\r{self.label} [{bar:<30}] {self.done}/{self.total} {_clock(elapsed)} "
                           f"ETA {_clock(eta)} {note[:40]:<40}")  # fmt: skip

@@ -45,7 +45,7 @@ import os
 import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from xdsl.dialects import func, scf
@@ -139,7 +139,8 @@ class Isolated:
         realization: Any = self.storage
         if self.operand_storage != self.storage:
             realization = {"default": self.operand_storage, self.name: self.storage}
-        return parse_plan({"realization": realization, "layout": {self.name: point}}, "presk plan")
+        plan = parse_plan({"realization": realization, "layout": {self.name: point}}, "presk plan")
+        return replace(plan, warns_of_spills=False)
 
     def describe(self) -> str:
         """`[i: 64, k: 64] · [k2: 64, j: 64] in f32`: the operands and the type, for the report."""

@@ -9,6 +9,7 @@ it finished and resumes from the next.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,26 @@ def test_a_budget_stops_before_the_next_point(runner: NativeRunner) -> None:
     recorded: list = []
     assert run_space(points, set(), runner, MachineDesc.of(target_machine()), recorded.extend, progress) == (0, 0, True)
     assert recorded == []
+
+
+def test_progress_in_a_log_is_a_line_a_minute() -> None:
+    """No terminal (a log, a CI job): no carriage returns, nothing in the first minute, then one whole line
+    at most every `PLAIN_PROGRESS_EVERY_S` with the count and the ETA."""
+    import io
+
+    log = io.StringIO()
+    progress = Progress(40, stream=log)
+    progress.step()
+    assert log.getvalue() == ""  # a run of seconds says nothing
+    progress.start -= calibration.PLAIN_PROGRESS_EVERY_S  # a minute has gone by
+    progress.step()
+    progress.step()  # the next line waits another minute
+    (line,) = log.getvalue().splitlines()
+    assert re.fullmatch(r"calibrating: 2/40 \(5 %\), 1:00 elapsed, ETA 19:00", line), line
+    assert "\r" not in log.getvalue()
+    progress.last_plain -= calibration.PLAIN_PROGRESS_EVERY_S
+    progress.step()
+    assert log.getvalue().splitlines()[-1].startswith("calibrating: 4/40 (10 %), 1:00 elapsed, ETA ")
 
 
 def test_repricing_reads_the_terms_again_against_an_edited_machine(tmp_path: Path, runner: NativeRunner) -> None:

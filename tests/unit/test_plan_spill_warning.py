@@ -85,3 +85,25 @@ def test_the_command_prints_the_warning_and_succeeds(tmp_path: Path) -> None:
     assert "73 vectors live per k" in err and "Traceback" not in err
     status, _, err = run(*args, "@" + str(_plan(tmp_path, FITS_EVERYWHERE)))
     assert status == 0 and err == ""
+
+
+
+def test_the_tuning_layers_own_plans_are_silent(tmp_path: Path) -> None:
+    """The calibration measures spilling tiles on purpose (its narrower widths at the widest's tile), and
+    `presk plan --space full` and autotune price and time them: plans the user did not write, so lowering
+    them says nothing (a first-use calibration printed two warnings). The same layout in a user's plan warns."""
+    from presk.plans import parse_plan
+    from presk.tuning.autotune import lower_point
+    from presk.tuning.calibration import _point, point_kernels
+    from presk.tuning.plan import capture
+
+    layout = {**SPILLS_EVERYWHERE, "kblock": "none", "order": "IJ"}
+    parsed = parse_module(presk_context(), PROGRAM.read_text(), str(PROGRAM))
+    env = sizes.resolve(parsed.module, {}, {"B": 8})
+    iso = capture(parsed.module, "twice", env, parse_plan({"realization": "f64"}, "test"))[0].shapes[0][0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PlanWarning)
+        point_kernels(_point("gemm", {"I": 16, "K": 16, "J": 32}, "f64", layout))
+        lower_point(iso, layout)
+    with pytest.warns(PlanWarning):
+        _realize(_plan(tmp_path, layout))
