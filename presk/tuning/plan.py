@@ -42,6 +42,7 @@ import json
 import multiprocessing
 import threading
 import os
+import signal
 import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -793,7 +794,7 @@ def _price_groups(
     _FORKED = (pricer, isos)
     try:
         if jobs > 1:
-            with multiprocessing.get_context("fork").Pool(jobs, initializer=_quiet_collector) as pool:
+            with multiprocessing.get_context("fork").Pool(jobs, initializer=_start_pricing_worker) as pool:
                 results: Iterable[tuple[list[tuple[str, str, Any]], int, dict[str, dict[str, Any]]]]
                 results = pool.imap(_price_chunk, chunks)
                 _merge(results, pricer, sites, progress)
@@ -816,6 +817,26 @@ def _merge(
             for iso_key, entries in stored.items():
                 for key, entry in entries.items():
                     pricer.store.put_encoded(iso_key, key, entry)
+
+
+def _start_pricing_worker() -> None:
+    """A forked pricing process: the signals' default actions, and a quiet collector (`_quiet_collector`).
+
+    The pool ends its workers with SIGTERM when its `with` closes
+    (`Pool.terminate`) and counts on them dying of it. Through fork they
+    inherit the handler of the presk command that started them
+    (`presk.cli.guard`: SIGTERM raises `Terminated`), so a worker unwound
+    instead, printing a traceback, and one that took the signal as it
+    acquired the task queue's lock (the traceback's last frame) could unwind
+    without releasing it: its sibling then waited for that lock forever, and
+    `presk plan` with it (one run in about thirty, repeated in a loop). So
+    SIGTERM kills a worker again, and Ctrl-C, which reaches every process
+    of the terminal's group, is left to the parent: it leaves the `with`,
+    which terminates the workers.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _quiet_collector()
 
 
 def _quiet_collector() -> None:

@@ -212,3 +212,28 @@ def test_the_cache_can_be_turned_off(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert TermsCache.open(MachineDesc.of(machine), RULES, machine, machine) is None
     monkeypatch.setenv("PRESK_CACHE_DIR", str(tmp_path))
     assert terms_dir() == tmp_path / "terms"
+
+
+def _dispositions(_: int) -> tuple[object, object]:
+    import signal
+
+    return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+
+
+def test_the_pricing_workers_die_of_sigterm_and_leave_ctrl_c_to_the_parent() -> None:
+    """A presk command raises `Terminated` on SIGTERM, and forked workers inherit that handler; but the pool ends
+    its workers with SIGTERM and counts on their dying of it. With the inherited handler a worker could unwind
+    while holding the task queue's lock, and `presk plan` then hung on its sibling (seen in CI; one run in about
+    thirty in a loop). The workers' own start (`_start_pricing_worker`) restores the defaults."""
+    import multiprocessing
+    import signal
+
+    from presk.cli.guard import _terminate
+
+    previous = signal.signal(signal.SIGTERM, _terminate)  # as `run_guarded` has it while a command runs
+    try:
+        with multiprocessing.get_context("fork").Pool(2, initializer=planning._start_pricing_worker) as pool:
+            seen = pool.map(_dispositions, range(4))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert set(seen) == {(signal.SIG_DFL, signal.SIG_IGN)}
