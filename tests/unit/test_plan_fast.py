@@ -12,11 +12,14 @@ J (12) no tile divides, so remainders and the row-wise form are priced too.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import signal
 from pathlib import Path
 
 import pytest
 
 from presk import sizes
+from presk.cli.guard import _terminate
 from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
 from presk.ir.context import presk_context
@@ -215,8 +218,6 @@ def test_the_cache_can_be_turned_off(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
 
 def _dispositions(_: int) -> tuple[object, object]:
-    import signal
-
     return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
 
 
@@ -225,11 +226,6 @@ def test_the_pricing_workers_die_of_sigterm_and_leave_ctrl_c_to_the_parent() -> 
     its workers with SIGTERM and counts on their dying of it. With the inherited handler a worker could unwind
     while holding the task queue's lock, and `presk plan` then hung on its sibling (seen in CI; one run in about
     thirty in a loop). The workers' own start (`_start_pricing_worker`) restores the defaults."""
-    import multiprocessing
-    import signal
-
-    from presk.cli.guard import _terminate
-
     previous = signal.signal(signal.SIGTERM, _terminate)  # as `run_guarded` has it while a command runs
     try:
         with multiprocessing.get_context("fork").Pool(2, initializer=planning._start_pricing_worker) as pool:

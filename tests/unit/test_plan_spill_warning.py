@@ -22,8 +22,11 @@ from presk.ir.parse import parse_module
 from presk.passes.realize import spilling_tile
 from presk.pipeline import realize
 from presk import sizes
-from presk.plans import read_plan
+from presk.plans import parse_plan, read_plan
 from presk.target import target_named
+from presk.tuning.autotune import lower_point
+from presk.tuning.calibration import _point, point_kernels
+from presk.tuning.plan import capture
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = ROOT / "tests" / "plan" / "two_dots.mlir"
@@ -87,16 +90,10 @@ def test_the_command_prints_the_warning_and_succeeds(tmp_path: Path) -> None:
     assert status == 0 and err == ""
 
 
-
 def test_the_tuning_layers_own_plans_are_silent(tmp_path: Path) -> None:
     """The calibration measures spilling tiles on purpose (its narrower widths at the widest's tile), and
     `presk plan --space full` and autotune price and time them: plans the user did not write, so lowering
     them says nothing (a first-use calibration printed two warnings). The same layout in a user's plan warns."""
-    from presk.plans import parse_plan
-    from presk.tuning.autotune import lower_point
-    from presk.tuning.calibration import _point, point_kernels
-    from presk.tuning.plan import capture
-
     layout = {**SPILLS_EVERYWHERE, "kblock": "none", "order": "IJ"}
     parsed = parse_module(presk_context(), PROGRAM.read_text(), str(PROGRAM))
     env = sizes.resolve(parsed.module, {}, {"B": 8})
