@@ -8,7 +8,7 @@ of op kinds to keep up to date.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from xdsl.dialects.builtin import ModuleOp, SymbolRefAttr
 from xdsl.dialects.func import FuncOp
@@ -26,6 +26,11 @@ def find_entry(module: ModuleOp, entry: str) -> FuncOp:
     return funcs[entry]
 
 
+def _functions(module: ModuleOp) -> dict[str, FuncOp]:
+    """The module's top-level functions by name: the ones a `callee` names."""
+    return {op.sym_name.data: op for op in module.body.block.ops if isinstance(op, FuncOp)}
+
+
 def callees(fn: Operation) -> set[str]:
     """The names of the functions the ops inside `fn` run."""
     return {name for name, _ in call_sites(fn)}
@@ -37,7 +42,7 @@ def reachable_functions(module: ModuleOp, roots: Iterable[str]) -> set[str]:
     A root the module does not define is left out (the caller reports
     unknown entries with its own error).
     """
-    functions = {op.sym_name.data: op for op in module.body.block.ops if isinstance(op, FuncOp)}
+    functions = _functions(module)
     reached: set[str] = set()
     pending = [name for name in roots if name in functions]
     while pending:
@@ -60,7 +65,7 @@ def recursive_call(module: ModuleOp) -> tuple[Operation, list[str]] | None:
 
     PSK-Core has no recursion: a loop is a `psk_core.fold`, and every lowering inlines calls. The walk keeps
     its own stack, so a chain of thousands of calls is no deeper on Python's."""
-    functions = {op.sym_name.data: op for op in module.body.block.ops if isinstance(op, FuncOp)}
+    functions = _functions(module)
     sites = {name: [(callee, op) for callee, op in call_sites(fn) if callee in functions] for name, fn in functions.items()}
     done: set[str] = set()
     for root in functions:
@@ -89,18 +94,19 @@ def recursive_call(module: ModuleOp) -> tuple[Operation, list[str]] | None:
 
 def call_depth(module: ModuleOp, entry: str) -> int:
     """The most calls nested inside one another from `entry` (0: it calls nothing), in a module without recursion."""
-    functions = {op.sym_name.data: op for op in module.body.block.ops if isinstance(op, FuncOp)}
+    functions = _functions(module)
+    calls = {name: [c for c in callees(fn) if c in functions] for name, fn in functions.items()}
     depth: dict[str, int] = {}
-    for name in _callees_first(functions, entry):
-        depth[name] = max((depth[c] + 1 for c in callees(functions[name]) if c in functions), default=0)
+    for name in _callees_first(calls, entry):
+        depth[name] = max((depth[c] + 1 for c in calls[name]), default=0)
     return depth.get(entry, 0)
 
 
-def _callees_first(functions: dict[str, FuncOp], entry: str) -> list[str]:
+def _callees_first(calls: Mapping[str, list[str]], entry: str) -> list[str]:
     """The functions `entry` reaches, each after every function it calls (without recursion on Python's stack)."""
     order: list[str] = []
     seen: set[str] = set()
-    stack: list[tuple[str, bool]] = [(entry, False)] if entry in functions else []
+    stack: list[tuple[str, bool]] = [(entry, False)] if entry in calls else []
     while stack:
         name, expanded = stack.pop()
         if expanded:
@@ -110,5 +116,5 @@ def _callees_first(functions: dict[str, FuncOp], entry: str) -> list[str]:
             continue
         seen.add(name)
         stack.append((name, True))
-        stack.extend((c, False) for c in callees(functions[name]) if c in functions and c not in seen)
+        stack.extend((c, False) for c in calls[name] if c not in seen)
     return order

@@ -588,10 +588,10 @@ class Progress:
 
     def step(self, note: str = "") -> None:
         self.done += 1
-        elapsed = self.elapsed()
-        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        now = time.perf_counter()
+        elapsed = now - self.start
+        eta = elapsed / self.done * (self.total - self.done)
         if not self.stream.isatty():
-            now = time.perf_counter()
             if now - (self.start if self.last_plain is None else self.last_plain) >= PLAIN_PROGRESS_EVERY_S:
                 self.last_plain = now
                 self.stream.write(f"{self.label}: {self.done}/{self.total} ({100 * self.done // max(self.total, 1)} %), "
