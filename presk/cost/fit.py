@@ -144,6 +144,23 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
     return float(dx @ dy) / norm if norm > 0 else float("nan")
 
 
+@dataclass(frozen=True)
+class _RateMove:
+    """The index sets a move of one rate reads, built once per problem: a move is tried thousands of times
+    in a fit, and on a few dozen samples building them again cost more than its arithmetic."""
+
+    term: int
+    """The term the rate prices."""
+    members: np.ndarray
+    """The samples that have its quantity."""
+    others: tuple[np.ndarray, ...] | None
+    """The other terms of its group at those samples (an `np.ix_` index), None when it is alone."""
+    rest: tuple[tuple[np.ndarray, ...], ...]
+    """Each other group's terms at those samples (`sum`'s second group)."""
+    x: np.ndarray
+    y: np.ndarray | None
+
+
 class _Problem:
     """The fit of one model form on fixed samples, in units of each sample's measured time.
 
@@ -180,6 +197,7 @@ class _Problem:
             k = int(np.flatnonzero((self.rate_of == r).any(axis=1))[0])
             self.term_of[r] = k
             self.members.append(np.flatnonzero((self.rate_of[k] == r) & (self.a[k] > 0)))
+        self.moves = [self._move_of(r) for r in range(len(names))]
         self.theta = np.ones(len(names))
         self.lam = 0.0
         self.spawn = 0.0
@@ -259,35 +277,33 @@ class _Problem:
 
         self.lam, self.spawn = min(candidates, key=lambda ls: cost(*ls))
 
+    def _move_of(self, r: int) -> _RateMove:
+        """What a move of rate r reads, fixed for the problem (see `_RateMove`)."""
+        k, members = int(self.term_of[r]), self.members[r]
+        own = next(g for g, group in enumerate(self.groups) if k in group)
+        others = np.array([j for j in self.groups[own] if j != k], dtype=np.intp)
+        rest = tuple(np.ix_(np.array(group, dtype=np.intp), members) for g, group in enumerate(self.groups) if g != own)
+        y = None if self.y is None else self.y[members]
+        return _RateMove(k, members, np.ix_(others, members) if len(others) else None, rest, self.x[members], y)
+
     def _trial(self, r: int, factors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The objective over rate r's samples with θ_r × each factor: (objectives, C per trial, members).
 
         Called inside `descend`, whose error state lets a power overflow to inf (a trial no better than any)."""
-        members = self.members[r]
-        k = int(self.term_of[r])
-        cand = self.tau[k, members][None, :] / factors[:, None]  # J × m
-        tau_m = self.tau[:, members] if self.how == "max" else self.tau_q[:, members]  # τ, or τ to the q
-        c = np.zeros(len(members))
-        combined = None
-        for group in self.groups:
-            if k not in group:
-                if self.how == "max":
-                    c = c + tau_m[group].max(axis=0)
-                else:
-                    c = c + np.power(tau_m[group].sum(axis=0), 1.0 / self.q)
-                continue
-            others = [j for j in group if j != k]
-            if self.how == "max":
-                rest = tau_m[others].max(axis=0) if others else np.zeros(len(members))
-                combined = np.maximum(rest[None, :], cand)
-            else:
-                rest = tau_m[others].sum(axis=0) if others else np.zeros(len(members))
-                combined = np.power(rest[None, :] + np.power(cand, self.q), 1.0 / self.q)
-        assert combined is not None
-        trial_c = combined + c[None, :]
-        offset = self.lam * self.x[members]
-        if self.y is not None:
-            offset = offset + self.spawn * self.y[members]
+        move = self.moves[r]
+        members = move.members
+        cand = self.tau[move.term, members][None, :] / factors[:, None]  # J × m
+        if self.how == "max":
+            rest = self.tau[move.others].max(axis=0) if move.others is not None else np.zeros(len(members))
+            trial_c = np.maximum(rest[None, :], cand)
+            for group in move.rest:
+                trial_c = trial_c + self.tau[group].max(axis=0)[None, :]
+        else:  # one group, every term: the others' powers summed, and the trial's own
+            rest = self.tau_q[move.others].sum(axis=0) if move.others is not None else np.zeros(len(members))
+            trial_c = np.power(rest[None, :] + np.power(cand, self.q), 1.0 / self.q)
+        offset = self.lam * move.x
+        if move.y is not None:
+            offset = offset + self.spawn * move.y
         resid = trial_c + offset[None, :] - 1.0
         return np.einsum("ij,ij->i", resid, resid), trial_c, members
 
