@@ -20,7 +20,6 @@ nothing compiled or timed; `--save-plan PLAN.json` keeps it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import time
@@ -34,12 +33,15 @@ from presk.cli.source import check_output
 from presk.cost.profile import Profile, append_samples, load_profile, refit_profile, samples_path, save_profile
 from presk.cost.terms import MachineDesc
 from presk.diagnostics import PreskError
-from presk.jit.engine import CACHE_ENV
+from presk.jit.engine import cache_subdir
 from presk.jit.native import NativeRunner
 from presk.plans import Plan, parse_plan
 from presk.target import Machine, target_machine
-from presk.tuning.calibration import Point, Progress, coarsely_timed, relowered, run_space, space, stale_samples
+from presk.tuning.calibration import (
+    Point, Progress, coarsely_timed, relowered, run_space, space, stale_samples, terms_code,
+)  # fmt: skip
 from presk.tuning.plan import make_plan, plan_text
+from presk.tuning.tuned import read_tuned, tuned_off, tuned_path
 
 __all__ = [
     "AUTO", "FIRST_USE_SPACE", "FULL_SPACE", "HOST", "PROFILE_ENV", "auto_plan", "calibration_path", "host_profile_path",
@@ -58,15 +60,8 @@ def host_profile_path(machine: Machine, kind: str = FIRST_USE_SPACE) -> Path:
     """Where this machine's own profile of calibration space `kind` is kept: one file per machine key, so a home
     shared by machines holds each; the full space's beside the first use's, never mixed with it (their samples
     fitted together ranked the course GPT's nests as badly as the small space's alone, docs/plans.md)."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        base = Path(explicit) / "profiles"
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = (Path(xdg) if xdg else Path.home() / ".cache") / "presk" / "profiles"
-    digest = hashlib.sha256(machine.key().encode()).hexdigest()[:16]
     suffix = "" if kind == FIRST_USE_SPACE else f".{kind}"
-    return base / f"{machine.cpu_name}-{digest}{suffix}.json"
+    return cache_subdir("profiles") / f"{machine.file_stem()}{suffix}.json"
 
 
 def calibration_path(named: str, space_kind: str | None, machine: Machine) -> str:
@@ -196,8 +191,10 @@ def auto_plan(
     machine = target_machine()
     profile_path = resolve_profile(profile, machine, err)
     start = time.perf_counter()
+    tuned_file = None if tuned_off() else tuned_path(machine)
+    tuned = read_tuned(tuned_file) if tuned_file is not None else {}
     result = make_plan(program.parsed.module, entry, program.env, realization or "f64", profile_path,
-                       warn=err, plan_dir=os.path.dirname(save_plan) if save_plan else ".")  # fmt: skip
+                       warn=err, plan_dir=os.path.dirname(save_plan) if save_plan else ".", tuned=tuned)  # fmt: skip
     seconds = time.perf_counter() - start
     saved = ""
     if save_plan:
@@ -209,4 +206,10 @@ def auto_plan(
     cached = f", {result.stored} from the terms cache" if result.stored else ""
     err.write(f"--plan auto: @{entry}: {len(result.choices)} nests planned with {profile_path} in {seconds:.1f} s"
               f" ({result.lowered} points priced{cached}){saved}\n")  # fmt: skip
+    applied = [tuned[c.nest.key] for c in result.choices if c.measured_s is not None]
+    if applied:
+        older = sum(1 for line in applied if line.code != terms_code())
+        by = f", {older} of them by another version of presk" if older else ""
+        err.write(f"--plan auto: {len(applied)} of the {len(result.choices)} nests take the layout presk autotune "
+                  f"measured best here ({tuned_file}{by})\n")  # fmt: skip
     return parse_plan(result.plan, "--plan auto")

@@ -18,11 +18,13 @@ from typing import Any
 from presk.cli.program import add_input_arguments, add_size_arguments, program_of
 from presk.cli.source import check_output
 from presk.diagnostics import PreskError
+from presk.target import target_machine
 from presk.tuning.autotune import autotune, report
-from presk.tuning.calibration import parse_budget
+from presk.tuning.calibration import parse_budget, terms_code
 from presk.tuning.distributed import AUTOTUNE_BATCH, POINT_TIMEOUT_S, TIMEOUT_PREDICTIONS, Cluster
 from presk.tuning.plan import plan_text
 from presk.tuning.space import SPACES
+from presk.tuning.tuned import record_tuned, tuned_lines, tuned_off, tuned_path
 
 
 def add_parser(subparsers: Any) -> None:
@@ -93,6 +95,9 @@ def main(args: argparse.Namespace) -> int:
                           each_order=args.each_order)  # fmt: skip
     for line in report(result):
         print(line)
+    kept = 0 if tuned_off() else record_tuned(path := tuned_path(target_machine()), tuned_lines(result, terms_code()))
+    if kept:
+        print(f"kept the best measured layout of {kept} nests for --plan auto on this machine: {path}")
     if args.plan_out:
         try:
             with open(args.plan_out, "w", encoding="utf-8") as stream:

@@ -204,9 +204,17 @@ def default_cache_dir() -> Path:
     explicit = os.environ.get(CACHE_ENV)
     if explicit:
         return Path(explicit)
+    return cache_subdir("kernels")
+
+
+def cache_subdir(name: str) -> Path:
+    """`$PRESK_CACHE_DIR/<name>`, else `$XDG_CACHE_HOME/presk/<name>`, else `~/.cache/presk/<name>`: where
+    presk keeps what it learns of a machine (terms, profiles, tuned layouts) beside its kernels."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit) / name
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "presk" / "kernels"
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "presk" / name
 
 
 def clear_disk_cache(cache_dir: str | os.PathLike[str] | None = None) -> int:

@@ -11,6 +11,8 @@ narrower `--target` on the same host).
 
 from __future__ import annotations
 
+import hashlib
+
 import os
 from dataclasses import dataclass, field
 
@@ -179,6 +181,11 @@ class Machine:
         """
         caches = ",".join(f"L{c.level}:{c.size}/{c.shared_by}" for c in self.caches)
         return f"{self.triple}|{self.cpu_name}|{','.join(sorted(self.features))}|{caches}|cores={self.cores}"
+
+    def file_stem(self) -> str:
+        """`<cpu>-<16 hex digits of key()>`: the name of what presk keeps of this machine in its cache (a cost
+        profile, the tuned layouts), one per machine key, so that a home shared by machines holds each."""
+        return f"{self.cpu_name}-{hashlib.sha256(self.key().encode()).hexdigest()[:16]}"
 
 
 def cpu_of_key(key: str) -> str:

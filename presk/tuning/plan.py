@@ -38,6 +38,7 @@ the profile has no constants for is an error naming the nest, never a guess.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import multiprocessing
 import threading
@@ -47,7 +48,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import MemRefType, ModuleOp
@@ -84,6 +85,9 @@ from presk.target import Machine, cpu_of_key, target_machine
 from presk.tuning.calibration import Progress, stale_samples
 from presk.tuning.space import SPACES, Point, nest_space, point_key
 from presk.tuning.terms_cache import TermsCache
+
+if TYPE_CHECKING:
+    from presk.tuning.tuned import Tuned
 
 __all__ = [
     "Isolated",
@@ -244,6 +248,14 @@ class Nest:
     @property
     def launches(self) -> int:
         return sum(n for _, n in self.shapes)
+
+    @property
+    def key(self) -> str:
+        """What the nest's measurements depend on: each shape's isolated module and storage (`Isolated.key`),
+        with its launches per run, in a fixed order (16 hex digits). Two programs' nests of one key are one
+        workload: a layout measured for one holds for the other (`presk.tuning.tuned`)."""
+        text = "\n".join(f"{launches} {iso.key}" for iso, launches in sorted(self.shapes, key=lambda s: s[0].key))
+        return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
 def with_epilogue(nest: Nest, point: Point, machine: Machine) -> Point:
@@ -612,6 +624,9 @@ class NestChoice:
     was of them: the plan is the best of the others, and the report says so."""
     prices: tuple[float, ...] = ()
     """Every priced point's predicted seconds per run, in the space's order (`presk plan --plot` draws them)."""
+    measured_s: float | None = None
+    """Set when `point` is the one `presk autotune` measured best here (`presk.tuning.tuned`): its measured
+    seconds per run, in place of the model's pick."""
 
 
 def legal_points(nest: Nest, machine: Machine, space: str,
@@ -979,8 +994,12 @@ def make_plan(
     space: str = "quick",
     warn: TextIO | None = None,
     plan_dir: str = ".",
+    tuned: Mapping[str, Tuned] | None = None,
 ) -> PlanResult:
-    """The plan of `entry` at `env` under `profile_path`'s model (see the module docstring)."""
+    """The plan of `entry` at `env` under `profile_path`'s model (see the module docstring).
+
+    `tuned` (`--plan auto`: `presk.tuning.tuned.read_tuned`) maps a nest's key to the point `presk autotune`
+    measured best for it on this machine; a nest it holds takes that point where it is legal at every shape."""
     find_entry(module, entry)
     if space not in SPACES:
         raise PreskError("E4001", f"--space {space}: expected one of {', '.join(SPACES)}")
@@ -1008,6 +1027,9 @@ def make_plan(
         if store is not None:
             store.save()
     for choice in choices:
+        measured = tuned.get(choice.nest.key) if tuned else None
+        if measured is not None and all(iso.violation(measured.point, machine) is None for iso, _ in choice.nest.shapes):
+            choice.point, choice.measured_s = measured.point, measured.seconds
         choice.point = with_epilogue(choice.nest, choice.point, machine)
     plan: dict[str, Any] = {
         "realization": _relative_realization(realization, plan_dir),
@@ -1056,6 +1078,9 @@ def report(result: PlanResult) -> Iterable[str]:
         shapes = "; ".join(f"{n} × {iso.describe()}" for iso, n in nest.shapes)
         yield f"{nest.site} ({nest.kind}): {shapes}"
         yield f"  {json.dumps(choice.point)}"
+        if choice.measured_s is not None:
+            yield (f"  measured best here by presk autotune: {_time(choice.measured_s)} a run; the model's own pick "
+                   "is set aside")  # fmt: skip
         refused = ", ".join(f"{k}: {v}" for k, v in sorted(choice.conditions.items()))
         yield (f"  predicted {_time(choice.seconds / max(nest.launches, 1))} a launch, {_time(choice.seconds)} a run; "
                f"{choice.within} of {choice.priced} points within 1 + u; {choice.refused} refused"

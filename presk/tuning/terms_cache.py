@@ -47,6 +47,7 @@ from typing import Any
 
 from presk.cost.terms import KernelTerms, MachineDesc
 from presk.diagnostics import PreskError
+from presk.jit.engine import cache_subdir
 from presk.target import Machine
 
 __all__ = ["FORMAT", "OFF_ENV", "TermsCache", "code_version", "terms_dir"]
@@ -65,11 +66,7 @@ Entry = list[tuple[KernelTerms, int]] | PreskError
 def terms_dir() -> Path:
     """`$PRESK_CACHE_DIR/terms`, else `$XDG_CACHE_HOME/presk/terms`, else `~/.cache/presk/terms` (beside the
     kernel cache and the profiles)."""
-    explicit = os.environ.get("PRESK_CACHE_DIR")
-    if explicit:
-        return Path(explicit) / "terms"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "presk" / "terms"
+    return cache_subdir("terms")
 
 
 @cache

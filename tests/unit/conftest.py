@@ -19,6 +19,7 @@ from presk.jit.codegen import JOBS_ENV
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.plans import Plan
+from presk.tuning.tuned import TUNED_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,6 +55,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     would run alone while the other core idles."""
     rank = {name: i for i, name in enumerate(LONGEST_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+# A sweep of one test keeps no layout for another test's `--plan auto` (`presk.tuning.tuned`): the tests of
+# the tuned layouts turn them on with a file of their own.
+os.environ[TUNED_ENV] = "off"
+
+
+FIRST = 5
+"""Points of each nest's space a narrowed sweep measures (beside the default): `narrow`."""
+
+
+@pytest.fixture
+def narrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each nest's space cut to its first `FIRST` points, its smallest tiles, so that a sweep takes seconds."""
+    from presk.tuning import autotune
+
+    legal = autotune.legal_points
+    monkeypatch.setattr(autotune, "legal_points", lambda nest, machine, space: (legal(nest, machine, space)[0][:FIRST], {}))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -33,18 +33,11 @@ from presk.tuning import autotune as at
 from presk.tuning import plan
 from presk.tuning.rank import PairCount, by_decision, figures, pooled, priced_under, report, run_to_run_noise
 from presk.tuning.space import point_key
+from conftest import FIRST
 
 ROOT = Path(__file__).resolve().parents[2]
 GEMM = ROOT / "bench/programs/gemm.mlir"
 TWO_DOTS = ROOT / "tests/plan/two_dots.mlir"
-FIRST = 5
-"""Points of each nest's space a narrowed sweep measures (beside the default)."""
-
-
-@pytest.fixture
-def narrow(monkeypatch: pytest.MonkeyPatch) -> None:
-    legal = at.legal_points
-    monkeypatch.setattr(at, "legal_points", lambda nest, machine, space: (legal(nest, machine, space)[0][:FIRST], {}))
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -37,11 +37,10 @@ from presk.tuning import autotune as at
 from presk.tuning.calibration import Progress, run_space, space
 from presk.tuning.distributed import POINT_TIMEOUT_S, TIMEOUT_PREDICTIONS, Cluster, Measurer, kind_profile_path, point_timeout
 from presk.tuning.space import point_key
+from conftest import FIRST
 
 ROOT = Path(__file__).resolve().parents[2]
 GEMM = ROOT / "bench/programs/gemm.mlir"
-FIRST = 5
-"""Points of the GEMM's space a narrowed sweep measures (beside the default)."""
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +59,6 @@ def cluster(local_ray: None) -> Iterator[Cluster]:
     with Cluster(batch=2, err=io.StringIO()) as c:
         yield c
 
-
-@pytest.fixture
-def narrow(monkeypatch: pytest.MonkeyPatch) -> None:
-    legal = at.legal_points
-    monkeypatch.setattr(at, "legal_points", lambda nest, machine, space: (legal(nest, machine, space)[0][:FIRST], {}))
 
 
 def gemm(n: int = 16) -> tuple[Any, dict[str, int]]:
