@@ -480,7 +480,6 @@ def reprice(samples: Sequence[Sample], desc: MachineDesc, progress: Progress | N
     an entry (not a calibration point) keep their terms: returns the new
     samples and how many were kept as they were.
     """
-    module = _calibration_module()
     kernels_of: dict[str, dict[str, KernelOp]] = {}
     repriced, kept = [], 0
     for sample in samples:
@@ -490,8 +489,7 @@ def reprice(samples: Sequence[Sample], desc: MachineDesc, progress: Progress | N
             kept += 1
             continue
         if point.key not in kernels_of:
-            env = sizes.resolve(module, {}, dict(point.sizes))
-            lowered = lower(module, point.entry, env, parse_plan(point.plan(), "calibration"))
+            lowered = point_kernels(point)
             kernels_of[point.key] = {op.sym_name.data: op for op in lowered.walk() if isinstance(op, KernelOp)}
             if progress is not None:
                 progress.step(f"{point.entry} {point.dtype} {dict(point.sizes)}")

@@ -16,16 +16,19 @@ from pathlib import Path
 import pytest
 from test_cli_run import run
 
+from presk.cost.profile import Sample
+from presk.cost.terms import MachineDesc
 from presk.diagnostics import PlanWarning
+from presk.dialects.psk_kernel import KernelOp
 from presk.ir.context import presk_context
 from presk.ir.parse import parse_module
 from presk.passes.realize import spilling_tile
 from presk.pipeline import realize
 from presk import sizes
 from presk.plans import parse_plan, read_plan
-from presk.target import target_named
+from presk.target import target_machine, target_named
 from presk.tuning.autotune import lower_point
-from presk.tuning.calibration import _point, point_kernels
+from presk.tuning.calibration import _point, point_kernels, reprice
 from presk.tuning.plan import capture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,9 +101,14 @@ def test_the_tuning_layers_own_plans_are_silent(tmp_path: Path) -> None:
     parsed = parse_module(presk_context(), PROGRAM.read_text(), str(PROGRAM))
     env = sizes.resolve(parsed.module, {}, {"B": 8})
     iso = capture(parsed.module, "twice", env, parse_plan({"realization": "f64"}, "test"))[0].shapes[0][0]
+    point = _point("gemm", {"I": 16, "K": 16, "J": 32}, "f64", layout)
     with warnings.catch_warnings():
         warnings.simplefilter("error", PlanWarning)
-        point_kernels(_point("gemm", {"I": 16, "K": 16, "J": 32}, "f64", layout))
+        kernels = point_kernels(point)
         lower_point(iso, layout)
+        # A profile's samples priced again after presk changed (`--plan auto`, `presk refit --relower`).
+        names = [op.sym_name.data for op in kernels.walk() if isinstance(op, KernelOp)]
+        samples = [Sample({}, 1e-6, extra={"key": point.key, "kernel": name}) for name in names]
+        assert len(reprice(samples, MachineDesc.of(target_machine()))[0]) == len(names)
     with pytest.warns(PlanWarning):
         _realize(_plan(tmp_path, layout))
