@@ -373,16 +373,20 @@ def _worker(args: argparse.Namespace) -> dict[str, Any]:
                 from presk.cli.auto_plan import resolve_profile
                 from presk.target import target_machine
                 from presk.tuning.plan import make_plan
+                from presk.tuning.tuned import host_tuned
 
                 label = "presk plan auto" + suffix
                 start = time.perf_counter()
                 profile = resolve_profile(args.profile, target_machine(), sys.stderr)  # measured or relowered
                 record["planning_s"].setdefault("profile", time.perf_counter() - start)
                 start = time.perf_counter()
-                result = make_plan(source, entry, env, "f32", profile, warn=sys.stderr)
+                tuned_file, tuned = host_tuned(target_machine())  # as `--plan auto` does: PRESK_TUNED=off for none
+                result = make_plan(source, entry, env, "f32", profile, warn=sys.stderr, tuned=tuned)
                 record["planning_s"][label] = time.perf_counter() - start
+                applied = sum(1 for choice in result.choices if choice.measured_s is not None)
+                from_tuned = f"; {applied} nests as presk autotune measured them best ({tuned_file})" if applied else ""
                 _say(f"  {label}: {len(result.choices)} nests planned with {profile} in "
-                     f"{record['planning_s'][label]:.1f} s ({result.lowered} points priced)")  # fmt: skip
+                     f"{record['planning_s'][label]:.1f} s ({result.lowered} points priced){from_tuned}")  # fmt: skip
                 plan, plans[label] = parse_plan(result.plan, "--plan auto"), result.plan
             elif suffix:
                 _say(f"  {spec} --opt: not timed, the plan names the nests of the program before the rewrite")

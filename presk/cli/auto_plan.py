@@ -41,7 +41,7 @@ from presk.tuning.calibration import (
     Point, Progress, coarsely_timed, relowered, run_space, space, stale_samples, terms_code,
 )  # fmt: skip
 from presk.tuning.plan import make_plan, plan_text
-from presk.tuning.tuned import read_tuned, tuned_off, tuned_path
+from presk.tuning.tuned import host_tuned
 
 __all__ = [
     "AUTO", "FIRST_USE_SPACE", "FULL_SPACE", "HOST", "PROFILE_ENV", "auto_plan", "calibration_path", "host_profile_path",
@@ -191,8 +191,7 @@ def auto_plan(
     machine = target_machine()
     profile_path = resolve_profile(profile, machine, err)
     start = time.perf_counter()
-    tuned_file = None if tuned_off() else tuned_path(machine)
-    tuned = read_tuned(tuned_file) if tuned_file is not None else {}
+    tuned_file, tuned = host_tuned(machine)
     result = make_plan(program.parsed.module, entry, program.env, realization or "f64", profile_path,
                        warn=err, plan_dir=os.path.dirname(save_plan) if save_plan else ".", tuned=tuned)  # fmt: skip
     seconds = time.perf_counter() - start

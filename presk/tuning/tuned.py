@@ -41,7 +41,7 @@ from presk.target import Machine
 from presk.tuning.autotune import AutotuneResult
 from presk.tuning.space import Point
 
-__all__ = ["TUNED_ENV", "TUNED_ERROR", "Tuned", "read_tuned", "record_tuned", "tuned_lines", "tuned_off", "tuned_path"]
+__all__ = ["TUNED_ENV", "TUNED_ERROR", "Tuned", "host_tuned", "read_tuned", "record_tuned", "tuned_lines", "tuned_off", "tuned_path"]
 
 TUNED_ENV = "PRESK_TUNED"
 """Names the tuned layouts file `--plan auto` reads instead of this machine's; `off`: none."""
@@ -78,6 +78,14 @@ def tuned_path(machine: Machine) -> Path:
     if named and named.lower() not in _OFF:
         return Path(named)
     return cache_subdir("tuned") / f"{machine.file_stem()}.jsonl"
+
+
+def host_tuned(machine: Machine) -> tuple[Path | None, dict[str, Tuned]]:
+    """The file `--plan auto` reads on `machine` and its lines by nest key; (None, {}) under `PRESK_TUNED=off`."""
+    if tuned_off():
+        return None, {}
+    path = tuned_path(machine)
+    return path, read_tuned(path)
 
 
 def tuned_off() -> bool:
