@@ -610,7 +610,8 @@ class NestChoice:
     nest: Nest
     point: Point
     seconds: float
-    """Predicted seconds per run of the entry: the nest's launches at each shape times their prices."""
+    """Predicted seconds per run of the entry: the nest's launches at each shape times their prices (measured
+    seconds, for a nest whose point `presk autotune` measured: `measured_s`)."""
     priced: int
     """Points legal at every shape and priced."""
     refused: int
@@ -626,7 +627,7 @@ class NestChoice:
     """Every priced point's predicted seconds per run, in the space's order (`presk plan --plot` draws them)."""
     measured_s: float | None = None
     """Set when `point` is the one `presk autotune` measured best here (`presk.tuning.tuned`): its measured
-    seconds per run, in place of the model's pick."""
+    seconds per run. Such a nest is not priced (`priced`, `refused` and `within` are 0)."""
 
 
 def legal_points(nest: Nest, machine: Machine, space: str,
@@ -1021,15 +1022,17 @@ def make_plan(
     pricer = profile_pricer(profile, profile_path, machine, keep_terms=True)
     store = pricer.store
     u = profile.u if profile.u is not None else 0.0
-    try:
-        choices = choose(nests, pricer, u, space)
+    measured = {nest.site: line for nest in nests
+                if (line := (tuned or {}).get(nest.key)) is not None
+                and all(iso.violation(line.point, machine) is None for iso, _ in nest.shapes)}  # fmt: skip
+    try:  # a nest measured here is not priced: its measurement is what the plan runs
+        priced = iter(choose([n for n in nests if n.site not in measured], pricer, u, space))
     finally:  # what was lowered is kept, even when an error or Ctrl-C stops the choice
         if store is not None:
             store.save()
+    choices = [next(priced) if nest.site not in measured else _measured_choice(nest, measured[nest.site])
+               for nest in nests]  # fmt: skip
     for choice in choices:
-        measured = tuned.get(choice.nest.key) if tuned else None
-        if measured is not None and all(iso.violation(measured.point, machine) is None for iso, _ in choice.nest.shapes):
-            choice.point, choice.measured_s = measured.point, measured.seconds
         choice.point = with_epilogue(choice.nest, choice.point, machine)
     plan: dict[str, Any] = {
         "realization": _relative_realization(realization, plan_dir),
@@ -1038,6 +1041,11 @@ def make_plan(
     }
     return PlanResult(plan, choices, u, len(pricer.cache), profile_path, space, pricer.lowered,
                       store.hits if store is not None else 0)  # fmt: skip
+
+
+def _measured_choice(nest: Nest, line: Tuned) -> NestChoice:
+    """The choice of a nest `presk autotune` measured here: its best point, at its measured time, nothing priced."""
+    return NestChoice(nest, line.point, line.seconds, priced=0, refused=0, within=0, measured_s=line.seconds)
 
 
 def _relative_realization(realization: str, plan_dir: str) -> str:
@@ -1078,9 +1086,6 @@ def report(result: PlanResult) -> Iterable[str]:
         shapes = "; ".join(f"{n} × {iso.describe()}" for iso, n in nest.shapes)
         yield f"{nest.site} ({nest.kind}): {shapes}"
         yield f"  {json.dumps(choice.point)}"
-        if choice.measured_s is not None:
-            yield (f"  measured best here by presk autotune: {_time(choice.measured_s)} a run; the model's own pick "
-                   "is set aside")  # fmt: skip
         refused = ", ".join(f"{k}: {v}" for k, v in sorted(choice.conditions.items()))
         yield (f"  predicted {_time(choice.seconds / max(nest.launches, 1))} a launch, {_time(choice.seconds)} a run; "
                f"{choice.within} of {choice.priced} points within 1 + u; {choice.refused} refused"

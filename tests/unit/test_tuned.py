@@ -77,6 +77,7 @@ def test_a_finished_sweep_keeps_its_best_points_and_plan_auto_runs_them(
     auto, err = run_outputs(["--realize", "f32", "--plan", "auto", "--profile", str(profile), "--save-plan",
                              str(saved)], tmp_path / "auto.npz", capsys)  # fmt: skip
     assert f"--plan auto: 2 of the 2 nests take the layout presk autotune measured best here ({tuned_file})" in err
+    assert "(0 points priced)" in err  # a nest measured here is not priced
     assert json.loads(saved.read_text())["layout"] == measured != json.loads(static.read_text())["layout"]
     default, _ = run_outputs(["--realize", "f32"], tmp_path / "default.npz", capsys)
     assert auto == default
