@@ -211,4 +211,8 @@ def auto_plan(
         by = f", {older} of them by another version of presk" if older else ""
         err.write(f"--plan auto: {len(applied)} of the {len(result.choices)} nests take the layout presk autotune "
                   f"measured best here ({tuned_file}{by})\n")  # fmt: skip
+    refused = [c.nest.site for c in result.choices if c.measured_s is None and c.nest.key in tuned]
+    if refused:
+        err.write(f"--plan auto: note: the layout presk autotune kept for {', '.join(refused)} is refused by the "
+                  f"layout checks here ({tuned_file}): the model's pick instead\n")  # fmt: skip
     return parse_plan(result.plan, "--plan auto")

@@ -12,7 +12,6 @@ narrower `--target` on the same host).
 from __future__ import annotations
 
 import hashlib
-
 import os
 from dataclasses import dataclass, field
 

@@ -41,7 +41,10 @@ from presk.target import Machine
 from presk.tuning.autotune import AutotuneResult
 from presk.tuning.space import Point
 
-__all__ = ["TUNED_ENV", "TUNED_ERROR", "Tuned", "host_tuned", "read_tuned", "record_tuned", "tuned_lines", "tuned_off", "tuned_path"]
+__all__ = [
+    "TUNED_ENV", "TUNED_ERROR", "Tuned", "host_tuned", "read_tuned", "record_tuned", "tuned_lines", "tuned_off",
+    "tuned_path",
+]  # fmt: skip
 
 TUNED_ENV = "PRESK_TUNED"
 """Names the tuned layouts file `--plan auto` reads instead of this machine's; `off`: none."""

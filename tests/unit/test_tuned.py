@@ -111,6 +111,8 @@ def test_a_point_no_longer_legal_is_left_for_the_models_pick(
     _, err = run_outputs(["--realize", "f32", "--plan", "auto", "--profile", str(profile), "--save-plan", str(saved)],
                          tmp_path / "auto.npz", capsys)  # fmt: skip
     assert "presk autotune measured" not in err
+    assert (f"--plan auto: note: the layout presk autotune kept for twice/%0 is refused by the layout checks here "
+            f"({tuned_file}): the model's pick instead") in err
     assert json.loads(saved.read_text())["layout"] == json.loads(static.read_text())["layout"]
 
 
