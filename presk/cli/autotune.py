@@ -95,9 +95,15 @@ def main(args: argparse.Namespace) -> int:
                           each_order=args.each_order)  # fmt: skip
     for line in report(result):
         print(line)
-    kept = 0 if tuned_off() else record_tuned(path := tuned_path(target_machine()), tuned_lines(result, terms_code()))
-    if kept:
-        print(f"kept the best measured layout of {kept} nests for --plan auto on this machine: {path}")
+    if not tuned_off():
+        path = tuned_path(target_machine())
+        try:
+            kept = record_tuned(path, tuned_lines(result, terms_code()))
+        except PreskError as error:  # the sweep and its results file stand: only --plan auto goes without them
+            sys.stderr.write(f"presk autotune: warning: the best layouts are not kept for --plan auto: {error}\n")
+        else:
+            if kept:
+                print(f"kept the best measured layout of {kept} nests for --plan auto on this machine: {path}")
     if args.plan_out:
         try:
             with open(args.plan_out, "w", encoding="utf-8") as stream:

@@ -116,6 +116,20 @@ def test_a_point_no_longer_legal_is_left_for_the_models_pick(
     assert json.loads(saved.read_text())["layout"] == json.loads(static.read_text())["layout"]
 
 
+def test_a_sweep_whose_layouts_cannot_be_kept_warns_and_succeeds(
+    tmp_path: Path, narrow: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    monkeypatch.setenv(TUNED_ENV, str(blocker / "tuned.jsonl"))  # its folder is a file: it cannot be made
+    results, written = tmp_path / "r.jsonl", tmp_path / "plan.json"
+    code, out, err = run_cli(["autotune", *BASE, "--realize", "f32", "-o", str(results), "--plan-out", str(written)],
+                             capsys)  # fmt: skip
+    assert code == 0 and written.exists() and "kept the best" not in out
+    assert "presk autotune: warning: the best layouts are not kept for --plan auto: E0001: cannot make the folder of " \
+           f"the tuned layouts file '{blocker / 'tuned.jsonl'}'" in err and "Traceback" not in err
+
+
 def test_the_latest_line_of_a_nest_wins_and_an_older_presks_lines_are_counted(
     tmp_path: Path, tuned_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
