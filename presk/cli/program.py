@@ -295,7 +295,8 @@ def add_realize_arguments(parser: argparse.ArgumentParser) -> None:
         "--plan",
         metavar="@P.json",
         help="a realization plan (its realization and a layout per nest), in place of --realize; or 'auto': "
-        "layouts chosen from this machine's cost profile (docs/plans.md), in --realize's types",
+        "layouts chosen from this machine's cost profile, or as presk autotune measured them best here "
+        "($PRESK_TUNED=off: the profile alone; docs/plans.md), in --realize's types",
     )
 
 
