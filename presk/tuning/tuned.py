@@ -19,9 +19,10 @@ tuning logs and compiles with the best record of each workload
 * A later line for the same nest replaces an earlier one: the last sweep is
   the one the user asked for last.
 
-Every layout computes the default's bits, so a tuned point can only be
-slower than it was measured, never wrong: a point measured by another
-version of presk is still used, and the plan's report says how many were.
+Every layout computes the default's bits, so a tuned point's speed may
+have changed since it was measured but its results cannot: a point
+measured by another version of presk is still used, and `--plan auto`
+says how many were.
 `PRESK_TUNED` names another file; `off` neither keeps nor applies tuned layouts
 (the test suite runs so, that no test's sweep changes another's plan).
 """
